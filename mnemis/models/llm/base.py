@@ -1,0 +1,73 @@
+"""The one LLM interface every stage talks to.
+
+A stage builds ``LLMRequest``s for *all* its pending items and calls ``generate`` once; the
+result list has the same order. Backends only turn messages into text
+(``Backend.complete``); validation, retries, the response cache and the token ledger live in
+``mnemis.models.llm.client.LLM`` so every backend gets them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+
+class Sampling(BaseModel):
+    model_config = {"frozen": True}
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int = 0
+
+
+class LLMRequest(BaseModel):
+    """One chat request. ``schema`` (a pydantic model class) constrains and validates the reply."""
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    messages: list[dict[str, str]]
+    schema_: type[BaseModel] | None = Field(default=None, alias="schema")
+    sampling: Sampling = Field(default_factory=Sampling)
+    stage: str = "default"
+
+    def json_schema(self) -> dict[str, Any] | None:
+        return self.schema_.model_json_schema() if self.schema_ is not None else None
+
+
+class Completion(BaseModel):
+    """What a backend returns for one request: raw text and token counts."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+    error: str | None = Field(None, description="transport failure for this item (timeout, 5xx ...)")
+
+
+class LLMResult(BaseModel):
+    """The validated outcome of one request. ``parsed`` is None when the item failed."""
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    text: str = ""
+    parsed: BaseModel | None = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+    retries: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Backend(Protocol):
+    """Turns chat requests into completions; constrained decoding from ``request.json_schema()``."""
+
+    model_id: str
+
+    def complete(self, requests: Sequence[LLMRequest]) -> list[Completion]: ...
