@@ -1,0 +1,5 @@
+"""Dataset loaders and slicing."""
+
+from mnemis.data.errors import DataError
+
+__all__ = ["DataError"]

@@ -1,0 +1,179 @@
+"""LoCoMo loader: one episode per turn, questions with normalised evidence (shared/data/README.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from mnemis.data.errors import DataError
+from mnemis.types import Dataset, Episode, Question
+
+log = logging.getLogger(__name__)
+
+LOCOMO_SHA256 = "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+TURN_SPACING = timedelta(seconds=30)
+_EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+
+
+def default_locomo_path() -> Path:
+    """``../shared/data/locomo10.json`` next to the repository checkout."""
+    return Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo10.json"
+
+
+def normalize_evidence(raw: list[Any] | None) -> list[tuple[int, int]]:
+    """Every ``(session, turn)`` pair found in the evidence strings, in order, without duplicates.
+
+    Handles ``"D8:6; D9:17"``, ``"D:11:26"``, ``"D30:05"``; a bare ``"D"`` yields nothing.
+    """
+    out: list[tuple[int, int]] = []
+    for item in raw or []:
+        for s, t in _EVIDENCE.findall(str(item)):
+            pair = (int(s), int(t))
+            if pair not in out:
+                out.append(pair)
+    return out
+
+
+def _parse_date(text: Any, where: str) -> datetime:
+    if not isinstance(text, str):
+        raise DataError(where, f"expected a date string like '1:56 pm on 8 May, 2023', got {type(text).__name__}")
+    try:
+        return datetime.strptime(text.strip(), DATE_FORMAT)
+    except ValueError:
+        raise DataError(where, f"unparseable date {text!r} (expected '%I:%M %p on %d %B, %Y')") from None
+
+
+def _field(obj: Any, key: str, typ: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(obj, dict):
+        raise DataError(where, f"expected an object, got {type(obj).__name__}")
+    if key not in obj:
+        raise DataError(f"{where}.{key}", "missing field")
+    value = obj[key]
+    if not isinstance(value, typ):
+        raise DataError(f"{where}.{key}", f"expected {getattr(typ, '__name__', typ)}, got {type(value).__name__}")
+    return value
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_locomo(path: str | Path | None = None, *, verify_checksum: bool = True) -> Dataset:
+    """Load LoCoMo into episodes and questions; raises ``DataError`` naming the file and item on bad input."""
+    file = Path(path) if path else default_locomo_path()
+    if not file.exists():
+        raise DataError(str(file), "LoCoMo file not found (expected ../shared/data/locomo10.json or dataset.path=...)")
+    warnings: dict[str, int] = {}
+    if verify_checksum and file_sha256(file) != LOCOMO_SHA256:
+        log.warning("%s: sha256 differs from the published locomo10.json; loading anyway", file)
+        warnings["checksum_mismatch"] = 1
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(str(file), f"malformed JSON: {exc}") from None
+    if not isinstance(raw, list):
+        raise DataError(str(file), "top level must be a list of conversations")
+
+    episodes: list[Episode] = []
+    questions: list[Question] = []
+    groups: list[str] = []
+    for ci, sample in enumerate(raw):
+        where = f"{file.name}[{ci}]"
+        gid = _field(sample, "sample_id", str, where)
+        where = f"{file.name}:{gid}"
+        if gid in groups:
+            raise DataError(where, "duplicate sample_id")
+        groups.append(gid)
+        conv = _field(sample, "conversation", dict, where)
+        speakers = {_field(conv, "speaker_a", str, f"{gid}.conversation"), _field(conv, "speaker_b", str, f"{gid}.conversation")}
+        group_eps = _load_sessions(gid, conv, speakers)
+        episodes.extend(group_eps)
+        known = {e.source_id for e in group_eps}
+        qa = _field(sample, "qa", list, where)
+        for qi, item in enumerate(qa):
+            questions.append(_load_question(gid, qi, item, known, warnings, sessions_end=group_eps[-1].valid_at if group_eps else None))
+    return Dataset(name="locomo", groups=groups, episodes=episodes, questions=questions, warnings=warnings)
+
+
+def _load_sessions(gid: str, conv: dict[str, Any], speakers: set[str]) -> list[Episode]:
+    numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_KEY.match(k)))
+    out: list[Episode] = []
+    for s in numbers:
+        key = f"session_{s}"
+        turns = _field(conv, key, list, gid)
+        start = _parse_date(conv.get(f"{key}_date_time"), f"{gid} {key}_date_time")
+        for t, turn in enumerate(turns):
+            where = f"{gid} {key}[{t}]"
+            speaker = _field(turn, "speaker", str, where)
+            text = _field(turn, "text", str, where)
+            dia_id = _field(turn, "dia_id", str, where)
+            if speaker not in speakers:
+                raise DataError(f"{where}.speaker", f"{speaker!r} is neither speaker_a nor speaker_b")
+            content = f"{speaker}: {text}"
+            caption = turn.get("blip_caption")
+            if caption:
+                content += f" (description of attached image: {caption})"
+            pair = normalize_evidence([dia_id])
+            source_id = f"D{pair[0][0]}:{pair[0][1]}" if pair else f"D{s}:{t + 1}"
+            out.append(
+                Episode(
+                    id=Episode.make_id(gid, source_id),
+                    group_id=gid,
+                    source_id=source_id,
+                    name=f"Text {s}-{t}",
+                    speaker=speaker,
+                    content=content,
+                    valid_at=start + t * TURN_SPACING,
+                    session=s,
+                    turn=t,
+                    position=len(out),
+                )
+            )
+    return out
+
+
+def _load_question(
+    gid: str, qi: int, item: Any, known: set[str], warnings: dict[str, int], sessions_end: datetime | None
+) -> Question:
+    where = f"{gid} qa[{qi}]"
+    text = _field(item, "question", str, where)
+    cat = _field(item, "category", int, where)
+    if cat not in CATEGORIES:
+        raise DataError(f"{where}.category", f"unknown category {cat} (expected 1-5)")
+    if cat == 5:
+        answer = item.get("adversarial_answer", item.get("answer"))
+    else:
+        answer = item.get("answer")
+    if answer is None:
+        raise DataError(f"{where}.answer", "missing field")
+    evidence = []
+    for s, t in normalize_evidence(item.get("evidence")):
+        sid = f"D{s}:{t}"
+        if sid in known:
+            evidence.append(Episode.make_id(gid, sid))
+        else:
+            warnings["evidence_unknown_id"] = warnings.get("evidence_unknown_id", 0) + 1
+            log.warning("%s: evidence id %s does not exist in the conversation; dropped", where, sid)
+    return Question(
+        id=f"{gid}:q{qi}",
+        group_id=gid,
+        question=text,
+        answer=str(answer),
+        category=CATEGORIES[cat],
+        evidence=evidence,
+        question_date=sessions_end,
+        index=qi,
+        abstention=cat == 5,
+    )

@@ -1,0 +1,145 @@
+"""LongMemEval loader (official JSON schema): one group per question, one episode per turn."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from mnemis.data.errors import DataError
+from mnemis.types import Dataset, Episode, Question
+
+log = logging.getLogger(__name__)
+
+HF_REPO = "xiaowu0162/longmemeval"
+HF_FILES = {"s": "longmemeval_s", "m": "longmemeval_m", "oracle": "longmemeval_oracle"}
+DATE_FORMATS = ("%Y/%m/%d (%a) %H:%M", "%Y/%m/%d %H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S")
+TURN_SPACING = timedelta(seconds=30)
+
+
+def _where_to_get(path: Path) -> str:
+    return (
+        f"LongMemEval file {path} not found. Get it from the Hugging Face dataset `{HF_REPO}` "
+        f"(file `longmemeval_s`, or the cleaned `longmemeval_s_cleaned.json`), put it there or set "
+        "dataset.path=..., or set dataset.download=true on a machine with network access."
+    )
+
+
+def download_longmemeval(dest: Path, variant: str = "s") -> Path:
+    """Fetch the official file with huggingface_hub (needs network); returns the local path."""
+    from huggingface_hub import hf_hub_download  # network only on request
+
+    name = HF_FILES[variant]
+    for candidate in (f"{name}_cleaned.json", name, f"{name}.json"):
+        try:
+            got = hf_hub_download(HF_REPO, candidate, repo_type="dataset", local_dir=dest.parent)
+        except Exception as exc:  # try the next published name
+            log.info("download of %s failed: %s", candidate, exc)
+            continue
+        Path(got).replace(dest)
+        return dest
+    raise DataError(str(dest), f"could not download LongMemEval ({variant}) from {HF_REPO}")
+
+
+def parse_lme_date(text: Any, where: str) -> datetime:
+    if not isinstance(text, str):
+        raise DataError(where, f"expected a date string like '2023/05/20 (Sat) 02:21', got {type(text).__name__}")
+    for fmt in DATE_FORMATS:
+        try:
+            return datetime.strptime(text.strip(), fmt)
+        except ValueError:
+            continue
+    raise DataError(where, f"unparseable date {text!r} (expected like '2023/05/20 (Sat) 02:21')")
+
+
+def _get(obj: Any, key: str, typ: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(obj, dict):
+        raise DataError(where, f"expected an object, got {type(obj).__name__}")
+    if key not in obj:
+        raise DataError(f"{where}.{key}", "missing field")
+    if not isinstance(obj[key], typ):
+        raise DataError(f"{where}.{key}", f"expected {getattr(typ, '__name__', typ)}, got {type(obj[key]).__name__}")
+    return obj[key]
+
+
+def load_longmemeval(path: str | Path, *, download: bool = False, variant: str = "s") -> Dataset:
+    """Load LongMemEval; every question instance is its own group (its haystack is its memory)."""
+    file = Path(path)
+    if not file.exists():
+        if not download:
+            raise DataError(str(file), _where_to_get(file))
+        download_longmemeval(file, variant)
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(str(file), f"malformed JSON: {exc}") from None
+    if not isinstance(raw, list):
+        raise DataError(str(file), "top level must be a list of question instances")
+
+    episodes: list[Episode] = []
+    questions: list[Question] = []
+    groups: list[str] = []
+    for qi, item in enumerate(raw):
+        where = f"{file.name}[{qi}]"
+        qid = str(_get(item, "question_id", (str, int), where))
+        where = f"{file.name}:{qid}"
+        if qid in groups:
+            raise DataError(where, "duplicate question_id")
+        sids = _get(item, "haystack_session_ids", list, where)
+        dates = _get(item, "haystack_dates", list, where)
+        sessions = _get(item, "haystack_sessions", list, where)
+        if not (len(sids) == len(dates) == len(sessions)):
+            raise DataError(
+                where, f"haystack_session_ids/dates/sessions lengths differ ({len(sids)}/{len(dates)}/{len(sessions)})"
+            )
+        answer_sessions = set(map(str, item.get("answer_session_ids", []) or []))
+        group_eps: list[Episode] = []
+        evidence: list[str] = []
+        for si, (sid, date, turns) in enumerate(zip(sids, dates, sessions)):
+            start = parse_lme_date(date, f"{where}.haystack_dates[{si}]")
+            if not isinstance(turns, list):
+                raise DataError(f"{where}.haystack_sessions[{si}]", "expected a list of turns")
+            for ti, turn in enumerate(turns):
+                tw = f"{where}.haystack_sessions[{si}][{ti}]"
+                role = _get(turn, "role", str, tw)
+                content = _get(turn, "content", str, tw)
+                source_id = f"S{si + 1}:{ti + 1}"
+                ep = Episode(
+                    id=Episode.make_id(qid, source_id),
+                    group_id=qid,
+                    source_id=source_id,
+                    name=f"Text {si + 1}-{ti}",
+                    speaker=role,
+                    content=f"{role}: {content}",
+                    valid_at=start + ti * TURN_SPACING,
+                    session=si + 1,
+                    turn=ti,
+                    position=len(group_eps),
+                )
+                group_eps.append(ep)
+                if turn.get("has_answer") or (str(sid) in answer_sessions and role == "user" and not _any_flag(turns)):
+                    evidence.append(ep.id)
+        groups.append(qid)
+        episodes.extend(group_eps)
+        qtype = _get(item, "question_type", str, where)
+        questions.append(
+            Question(
+                id=f"{qid}:q0",
+                group_id=qid,
+                question=str(_get(item, "question", (str, int), where)),
+                answer=str(_get(item, "answer", (str, int, float), where)),
+                category=qtype,
+                evidence=evidence,
+                question_date=parse_lme_date(_get(item, "question_date", str, where), f"{where}.question_date"),
+                index=0,
+                abstention=qid.endswith("_abs"),
+            )
+        )
+    return Dataset(name="longmemeval", groups=groups, episodes=episodes, questions=questions)
+
+
+def _any_flag(turns: list[Any]) -> bool:
+    """True when a session marks its evidence turns with ``has_answer`` (then only those count)."""
+    return any(isinstance(t, dict) and t.get("has_answer") for t in turns)
