@@ -104,6 +104,8 @@ def load_locomo(path: str | Path | None = None, *, verify_checksum: bool = True)
         qa = _field(sample, "qa", list, where)
         for qi, item in enumerate(qa):
             questions.append(_load_question(gid, qi, item, known, warnings, sessions_end=group_eps[-1].valid_at if group_eps else None))
+    if warnings.get("evidence_unknown_id"):
+        log.info("%s: %d evidence ids name turns that do not exist; dropped", file.name, warnings["evidence_unknown_id"])
     return Dataset(name="locomo", groups=groups, episodes=episodes, questions=questions, warnings=warnings)
 
 
@@ -165,7 +167,7 @@ def _load_question(
             evidence.append(Episode.make_id(gid, sid))
         else:
             warnings["evidence_unknown_id"] = warnings.get("evidence_unknown_id", 0) + 1
-            log.warning("%s: evidence id %s does not exist in the conversation; dropped", where, sid)
+            log.debug("%s: evidence id %s does not exist in the conversation; dropped", where, sid)
     return Question(
         id=f"{gid}:q{qi}",
         group_id=gid,

@@ -1,0 +1,47 @@
+"""Config helpers: the single Hydra ``instantiate`` funnel and config hashing for artifact reuse.
+
+Only this module and ``mnemis.cli`` import hydra/omegaconf; everything else gets plain values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def to_plain(cfg: Any) -> Any:
+    """A resolved OmegaConf node (or plain value) as plain dicts/lists."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if isinstance(cfg, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return cfg
+
+
+def build(node: Any, **kwargs: Any) -> Any:
+    """Instantiate a component from its config node (``_target_``), with plain-value arguments."""
+    from hydra.utils import instantiate
+
+    if node is None:
+        return None
+    return instantiate(node, _convert_="all", **kwargs)
+
+
+def config_hash(plain: dict[str, Any], keys: list[str]) -> str:
+    """A short hash of the named top-level sections: equal hashes = reusable artifacts."""
+    picked = {k: plain.get(k) for k in sorted(keys)}
+    text = json.dumps(picked, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def compose(overrides: list[str] | None = None, config_name: str = "config") -> Any:
+    """Compose the config tree outside a Hydra app (tests, notebooks)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name=config_name, overrides=list(overrides or []))

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mnemis.config import compose
+from mnemis.types import entity_id, fact_id
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _mnemis(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    shared = REPO.parent / "shared" / "data"
+    cmd = [sys.executable, "-m", "mnemis.cli", *args, f"paths.artifacts_dir={tmp_path}/artifacts",
+           f"paths.shared_data_dir={shared}", f"hydra.run.dir={tmp_path}/run"]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+
+
+def test_ids_are_deterministic():
+    assert entity_id("g", "Melanie") == entity_id("g", "  melanie ") != entity_id("h", "Melanie")
+    assert fact_id("g", "g:D1:1", 0) != fact_id("g", "g:D1:1", 1)
+
+
+def test_compose_defaults_and_quickstart():
+    cfg = compose(["experiment=quickstart"])
+    assert cfg.dataset.name == "locomo" and list(cfg.dataset.slice.groups) == ["conv-26"]
+    assert cfg.cache_mode == "readwrite"
+
+
+def test_build_twice_is_idempotent(tmp_path, locomo_path):
+    first = _mnemis(tmp_path, "build", "experiment=quickstart")
+    assert first.returncode == 0, first.stderr
+    assert "35 episodes" in first.stdout
+    second = _mnemis(tmp_path, "build", "experiment=quickstart")
+    assert second.returncode == 0, second.stderr
+    summary = json.loads((tmp_path / "run" / "build_summary.json").read_text())
+    assert summary["store_counts"]["conv-26"]["episodes"] == 35
+    assert len(list((tmp_path / "artifacts").iterdir())) == 1  # same config hash, same memory
+
+
+def test_unknown_command_and_bad_slice(tmp_path, locomo_path):
+    bad = subprocess.run([sys.executable, "-m", "mnemis.cli", "frobnicate"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage: mnemis" in bad.stderr
+    res = _mnemis(tmp_path, "build", "dataset.slice.groups=[conv-999]")
+    assert res.returncode != 0 and "conv-999" in res.stderr
+
+
+@pytest.mark.parametrize("command", ["report"])
+def test_unavailable_commands_say_so(tmp_path, command):
+    res = _mnemis(tmp_path, command)
+    assert res.returncode != 0 and "not available yet" in res.stderr
