@@ -1,0 +1,1 @@
+"""Baselines sharing the loaders, answerer and judges: full context, RAG."""

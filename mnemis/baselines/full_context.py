@@ -1,0 +1,143 @@
+"""Full-context baseline: the whole history of a group in the prompt, truncated to the model window.
+
+Episodes are rendered chronologically (``mnemis.eval.render``); when the history exceeds the token
+budget (model window minus a reserve for instructions, question and answer) the OLDEST episodes are
+dropped, a warning is logged and the affected questions are counted. Tokens are counted with the
+LLM's tokenizer when one can be found, else estimated at ~4 characters per token.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mnemis.eval.render import format_episode, sort_episodes
+from mnemis.types import Episode, Question
+
+log = logging.getLogger(__name__)
+CHARS_PER_TOKEN = 4.0
+TokenCounter = Callable[[Sequence[str]], list[int]]
+
+
+def estimate_tokens(texts: Sequence[str]) -> list[int]:
+    """~4 characters per token (the fallback counter)."""
+    return [max(1, math.ceil(len(t) / CHARS_PER_TOKEN)) for t in texts]
+
+
+def _find_tokenizer(llm: Any) -> Any | None:
+    """A HF-style tokenizer reachable from an LLM client or backend (duck-typed), else None."""
+    candidates = [llm, getattr(llm, "backend", None)]
+    candidates.append(getattr(candidates[-1], "_llm", None))  # the vllm.LLM engine, if started
+    for obj in candidates:
+        if obj is None:
+            continue
+        tok = getattr(obj, "tokenizer", None)
+        if tok is not None and hasattr(tok, "encode"):
+            return tok
+        get = getattr(obj, "get_tokenizer", None)
+        if callable(get):
+            try:
+                tok = get()
+            except Exception:  # noqa: BLE001 - fall back to the estimate
+                continue
+            if tok is not None and hasattr(tok, "encode"):
+                return tok
+    return None
+
+
+def token_counter(llm: Any = None, tokenizer: Any = None) -> TokenCounter:
+    """Counter using ``tokenizer`` (object with ``encode`` or a path/HF id), the LLM's tokenizer, or the estimate."""
+    if isinstance(tokenizer, str):
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+    tok = tokenizer if tokenizer is not None else (_find_tokenizer(llm) if llm is not None else None)
+    if tok is None:
+        return estimate_tokens
+    return lambda texts: [len(tok.encode(t, add_special_tokens=False)) for t in texts]
+
+
+@dataclass
+class FullContext:
+    """Contexts (one per question, in order) and truncation bookkeeping."""
+
+    contexts: list[str]
+    truncated: list[bool]
+    kept_episodes: dict[str, int] = field(default_factory=dict)
+    total_episodes: dict[str, int] = field(default_factory=dict)
+    context_tokens: dict[str, int] = field(default_factory=dict)
+    budget: int = 0
+
+    @property
+    def n_truncated(self) -> int:
+        return sum(self.truncated)
+
+    def summary(self) -> dict[str, Any]:
+        return {"budget_tokens": self.budget, "questions": len(self.contexts),
+                "truncated_questions": self.n_truncated,
+                "truncated_groups": sorted(g for g in self.total_episodes
+                                           if self.kept_episodes[g] < self.total_episodes[g]),
+                "context_tokens": dict(self.context_tokens)}
+
+
+def render_history(episodes: Sequence[Episode], budget: int, count: TokenCounter = estimate_tokens
+                   ) -> tuple[str, int, int]:
+    """The newest episodes that fit ``budget`` tokens, chronological. Returns (text, kept, tokens)."""
+    lines = [format_episode(e) for e in sort_episodes(episodes)]
+    if not lines:
+        return "", 0, 0
+    sizes = count(lines)
+    used, start = 0, len(lines)
+    for i in range(len(lines) - 1, -1, -1):
+        cost = sizes[i] + (1 if i < len(lines) - 1 else 0)  # + the newline
+        if used + cost > budget:
+            break
+        used += cost
+        start = i
+    return "\n".join(lines[start:]), len(lines) - start, used
+
+
+def full_context(
+    episodes: Sequence[Episode],
+    questions: Sequence[Question],
+    *,
+    max_model_len: int = 8192,
+    reserve: int = 1024,
+    llm: Any = None,
+    tokenizer: Any = None,
+    count_tokens: TokenCounter | None = None,
+) -> FullContext:
+    """One context per question: its group's whole history, truncated from the oldest end.
+
+    Args:
+        episodes: episodes of (at least) every group asked about.
+        max_model_len: the answer model's context window in tokens.
+        reserve: tokens kept free for instructions, the question and the answer.
+        llm / tokenizer / count_tokens: token counting (see :func:`token_counter`).
+    """
+    budget = max_model_len - reserve
+    if budget <= 0:
+        raise ValueError(f"max_model_len ({max_model_len}) must exceed reserve ({reserve})")
+    count = count_tokens or token_counter(llm, tokenizer)
+    by_group: dict[str, list[Episode]] = {}
+    for e in episodes:
+        by_group.setdefault(e.group_id, []).append(e)
+    result = FullContext(contexts=[], truncated=[], budget=budget)
+    rendered: dict[str, str] = {}
+    for gid in dict.fromkeys(q.group_id for q in questions):
+        eps = by_group.get(gid, [])
+        text, kept, used = render_history(eps, budget, count)
+        rendered[gid] = text
+        result.kept_episodes[gid], result.total_episodes[gid], result.context_tokens[gid] = kept, len(eps), used
+    for q in questions:
+        rendered_text = rendered[q.group_id]
+        result.contexts.append(rendered_text)
+        result.truncated.append(result.kept_episodes[q.group_id] < result.total_episodes[q.group_id])
+    if result.n_truncated:
+        groups = result.summary()["truncated_groups"]
+        log.warning("full context: history truncated to %d tokens (oldest episodes dropped) for %d questions "
+                    "in %d groups", budget, result.n_truncated, len(groups))
+    return result

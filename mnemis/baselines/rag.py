@@ -1,0 +1,33 @@
+"""RAG baseline: System-1 over episodes only (``routes="rag"``), hits rendered like the full-context baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from mnemis.eval.render import render_episodes
+from mnemis.types import Question, RetrievedContext
+
+
+def render_episode_hits(store: Any, contexts: Sequence[RetrievedContext]) -> list[str]:
+    """Each context's episode hits fetched from ``store`` and rendered chronologically (one string each)."""
+    out = []
+    for ctx in contexts:
+        ids = [h.id for h in ctx.episodes]
+        episodes = store.episodes(ctx.group_id, ids) if ids else []
+        out.append(render_episodes(episodes))
+    return out
+
+
+def rag_contexts(
+    store: Any, embedder: Any, questions: Sequence[Question], *, k: int = 10, **system1_kwargs: Any
+) -> tuple[list[str], list[RetrievedContext]]:
+    """Retrieve ``k`` episodes per question with System-1 (episodes only) and render them.
+
+    Returns the rendered contexts and the raw :class:`RetrievedContext` s (for recall and records).
+    """
+    from mnemis.retrieve.system1 import System1
+
+    searcher = System1(store, embedder, k=k, routes="rag", **system1_kwargs)
+    retrieved = searcher.search(list(questions))
+    return render_episode_hits(store, retrieved), retrieved

@@ -1,0 +1,1 @@
+"""Evaluation harness: answering, judging, metrics, reports, tracking."""

@@ -1,0 +1,121 @@
+"""The evaluation stage in two calls, for the main job: ``evaluate_method`` per method, then ``finalize_run``.
+
+Run-dir contract (every file is rewritten from scratch or replaced per method/seed):
+
+- ``questions.jsonl``: one :class:`~mnemis.eval.records.QuestionRecord` per (method, seed, question);
+- ``metrics.json``: ``{method: compute_metrics(...)}``; ``leniency.json``: ``judge_leniency(...)``;
+- ``ledger.json``: ``Ledger.to_dict()``; ``recall.json`` / ``hierarchy_metrics.json``: written by the
+  retrieval / hierarchy stages if they want them in the report;
+- ``report.md`` + ``accuracy.png`` / ``recall.png`` / ``cost.png``: ``write_report(run_dir)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mnemis.eval.answer import answer_questions
+from mnemis.eval.audit import apply_audit, audit_id, audited_labels, default_audit_path
+from mnemis.eval.judge import judge_answers
+from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, build_records, dump_json, read_records, \
+    write_records
+from mnemis.types import Question, RetrievedContext
+
+log = logging.getLogger(__name__)
+
+
+def _episode_recall(questions: Sequence[Question], retrieved: Sequence[RetrievedContext | None]
+                    ) -> list[dict[str, float | None]]:
+    from mnemis.eval.recall import question_scores
+
+    out: list[dict[str, float | None]] = []
+    for q, ctx in zip(questions, retrieved):
+        if ctx is None or not q.evidence:
+            out.append({})
+            continue
+        s = question_scores([h.id for h in ctx.episodes], q.evidence, ks=(len(ctx.episodes) or 1,))
+        out.append({"episodes_recall": next(v for k, v in s.items() if k.startswith("recall@")), "episodes_mrr": s["mrr"]})
+    return out
+
+
+def evaluate_method(
+    *,
+    method: str,
+    questions: Sequence[Question],
+    contexts: Sequence[str],
+    answer_llm: Any,
+    judges: Mapping[str, Any],
+    run_dir: str | Path,
+    retrieved: Sequence[RetrievedContext | None] | None = None,
+    seed: int = 0,
+    audit: bool | str | Path = False,
+    answer_max_tokens: int = 256,
+    judge_max_tokens: int = 200,
+    flags: Sequence[Sequence[str]] | None = None,
+) -> list[QuestionRecord]:
+    """Answer (one batch), judge (one batch per judge), optionally audit, and store the records.
+
+    Args:
+        contexts: rendered memory per question (e.g. ``full_context(...).contexts``).
+        retrieved: the raw contexts per question (ids go into the records; episode recall is computed
+            against the gold — or audited — evidence).
+        audit: True (default audit file) or a path: LoCoMo questions get audited labels (only the
+            answer-changed ones are re-judged) and audited evidence for recall.
+    Rows of ``questions.jsonl`` with the same (method, seed) are replaced; other rows are kept.
+    """
+    answers = answer_questions(answer_llm, questions, contexts, max_tokens=answer_max_tokens, seed=seed)
+    labels = judge_answers(judges, questions, answers, max_tokens=judge_max_tokens)
+    audited, aud_labels, gold_questions = None, None, list(questions)
+    if audit and any(audit_id(q) is not None for q in questions):
+        path = default_audit_path() if audit is True else Path(audit)
+        if path.exists():
+            res = apply_audit(questions, path)
+            audited, gold_questions = res.questions, res.questions
+            aud_labels = audited_labels(judges, questions, answers, labels, res, max_tokens=judge_max_tokens)
+        else:
+            log.warning("audit file %s not found; audited scores skipped", path)
+    recall = _episode_recall(gold_questions, retrieved) if retrieved is not None else None
+    records = build_records(questions, answers, labels, method=method, seed=seed, audited_labels=aud_labels,
+                            audited_questions=audited, contexts=retrieved, recall=recall, flags=flags)
+    path = Path(run_dir) / QUESTIONS_FILE
+    kept = [r for r in read_records(path) if (r.method, r.seed) != (method, seed)] if path.exists() else []
+    write_records(path, kept + records)
+    return records
+
+
+def finalize_run(
+    run_dir: str | Path,
+    *,
+    ledger: Any = None,
+    leniency_judges: Mapping[str, Any] | None = None,
+    leniency_n: int | None = 100,
+    leniency_path: str | Path | None = None,
+    separate: Sequence[str] = ("adversarial",),
+    failed: str = "wrong",
+    n_boot: int = 1000,
+    seed: int = 0,
+    tracker: Any = None,
+) -> dict[str, Any]:
+    """Metrics, optional judge leniency, ledger, report and tracking for a run dir; returns the metrics."""
+    from mnemis.eval.leniency import LENIENCY_FILE, default_stress_path, judge_leniency
+    from mnemis.eval.metrics import metrics_by_method
+    from mnemis.eval.report import write_report
+
+    run = Path(run_dir)
+    metrics = metrics_by_method(read_records(run / QUESTIONS_FILE), separate=separate, failed=failed,
+                                n_boot=n_boot, seed=seed)
+    dump_json(run / "metrics.json", metrics)
+    if leniency_judges:
+        stress = Path(leniency_path) if leniency_path else default_stress_path()
+        if stress.exists():
+            dump_json(run / LENIENCY_FILE, judge_leniency(leniency_judges, path=stress, n=leniency_n, seed=seed))
+        else:
+            log.warning("judge stress file %s not found; leniency skipped", stress)
+    if ledger is not None:
+        ledger.save(run / "ledger.json")
+    write_report(run)
+    if tracker is not None:
+        tracker.log_run_dir(run)
+    return metrics

@@ -1,0 +1,120 @@
+"""LLM judges: one batched ``generate()`` per judge, several judges per run, and their agreement.
+
+The prompt per question is chosen from its category: LoCoMo categories use the LoCoMo judge, every
+other category (the LongMemEval question types) the LongMemEval judge. An empty or failed answer is
+WRONG without asking the judge; a judge reply that cannot be parsed gives ``None`` (a counted failure).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from itertools import combinations
+
+from mnemis.eval.answer import AnswerRecord
+from mnemis.models.llm.base import LLMRequest, Sampling
+from mnemis.prompts.judge_locomo import JUDGE_LOCOMO
+from mnemis.prompts.judge_longmemeval import JUDGE_LONGMEMEVAL
+from mnemis.types import Question
+
+log = logging.getLogger(__name__)
+LOCOMO_CATEGORIES = frozenset({"multi-hop", "temporal", "open-domain", "single-hop", "adversarial"})
+Label = bool | None
+
+
+def _answer_text(answer: AnswerRecord | str | None) -> str:
+    if answer is None:
+        return ""
+    if isinstance(answer, AnswerRecord):
+        return answer.answer if answer.ok else ""
+    return str(answer)
+
+
+def judge_messages(question: Question, answer: str, *, gold: str | None = None) -> list[dict[str, str]]:
+    """The judge prompt for one question (LoCoMo or LongMemEval by category); ``gold`` overrides the answer key."""
+    gold = question.answer if gold is None else gold
+    if question.category in LOCOMO_CATEGORIES:
+        return JUDGE_LOCOMO.render(question.question, gold, answer, question.category)
+    return JUDGE_LONGMEMEVAL.render(question.question, gold, answer, question.category, question.abstention)
+
+
+def judge_one_llm(
+    llm,
+    questions: Sequence[Question],
+    answers: Sequence[AnswerRecord | str | None],
+    *,
+    golds: Sequence[str] | None = None,
+    max_tokens: int = 200,
+    stage: str = "judge",
+) -> list[Label]:
+    """Labels from one judge model: True (CORRECT), False (WRONG) or None (judge failure)."""
+    if len(questions) != len(answers):
+        raise ValueError(f"{len(questions)} questions but {len(answers)} answers")
+    labels: list[Label] = [None] * len(questions)
+    todo: list[int] = []
+    texts = [_answer_text(a) for a in answers]
+    for i, t in enumerate(texts):
+        if t.strip():
+            todo.append(i)
+        else:
+            labels[i] = False  # no answer cannot be correct
+    if not todo:
+        return labels
+    sampling = Sampling(temperature=0.0, max_tokens=max_tokens, seed=0)
+    requests = [
+        LLMRequest(messages=judge_messages(questions[i], texts[i], gold=None if golds is None else golds[i]),
+                   schema=JUDGE_LOCOMO.schema, sampling=sampling, stage=stage)
+        for i in todo
+    ]
+    try:
+        results = llm.generate(requests)
+    except Exception:  # noqa: BLE001 - judge failures are counted, never raised
+        log.exception("judge %s failed for the whole batch", stage)
+        return labels
+    for i, res in zip(todo, results):
+        parsed = getattr(res, "parsed", None)
+        if res.error is None and parsed is not None:
+            labels[i] = parsed.label == "CORRECT"
+    failures = sum(labels[i] is None for i in todo)
+    if failures:
+        log.warning("judge %s: %d of %d replies unusable (label None)", stage, failures, len(todo))
+    return labels
+
+
+def judge_answers(
+    judges: Mapping[str, object],
+    questions: Sequence[Question],
+    answers: Sequence[AnswerRecord | str | None],
+    *,
+    golds: Sequence[str] | None = None,
+    max_tokens: int = 200,
+) -> dict[str, list[Label]]:
+    """Labels per judge name, in question order; one batched ``generate`` per judge (stage ``judge:<name>``)."""
+    return {name: judge_one_llm(llm, questions, answers, golds=golds, max_tokens=max_tokens,
+                                stage=f"judge:{name}")
+            for name, llm in judges.items()}
+
+
+def _kappa(a: list[bool], b: list[bool]) -> float | None:
+    from sklearn.metrics import cohen_kappa_score
+
+    if len(set(a) | set(b)) < 2:  # both constant and equal: chance agreement is 1, kappa undefined
+        return None
+    k = float(cohen_kappa_score(a, b))
+    return None if math.isnan(k) else k
+
+
+def judge_agreement(labels: Mapping[str, Sequence[Label]]) -> dict[str, dict[str, float | int | None]]:
+    """Raw agreement and Cohen's kappa for every judge pair (``"a|b"``), over items both judged."""
+    out: dict[str, dict[str, float | int | None]] = {}
+    for a, b in combinations(sorted(labels), 2):
+        pairs = [(x, y) for x, y in zip(labels[a], labels[b]) if x is not None and y is not None]
+        xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+        n = len(pairs)
+        out[f"{a}|{b}"] = {
+            "n": n,
+            "agreement": (sum(x == y for x, y in pairs) / n) if n else None,
+            "kappa": _kappa(xs, ys) if n else None,
+        }
+    return out

@@ -1,0 +1,128 @@
+"""Per-question result rows (``questions.jsonl`` in a run dir): everything metrics and reports need."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from mnemis.eval.answer import AnswerRecord
+from mnemis.types import Question, RetrievedContext
+
+QUESTIONS_FILE = "questions.jsonl"
+
+
+class QuestionRecord(BaseModel):
+    """One question answered by one method (and seed), with the label of every judge."""
+
+    method: str = "mnemis"
+    seed: int = 0
+    question_id: str
+    group_id: str
+    category: str
+    abstention: bool = False
+    question: str
+    gold: str
+    answer: str = ""
+    answer_error: str | None = None
+    labels: dict[str, bool | None] = Field(default_factory=dict, description="judge name -> CORRECT?")
+    audited_gold: str | None = Field(None, description="corrected gold answer when the audit changed it")
+    audited_labels: dict[str, bool | None] = Field(default_factory=dict, description="labels under the audit")
+    context_ids: list[str] = Field(default_factory=list)
+    recall: dict[str, float | None] = Field(default_factory=dict, description="e.g. {'episodes@10': 0.5}")
+    flags: list[str] = Field(default_factory=list)
+
+
+def _context_ids(ctx: RetrievedContext | Sequence[str] | None) -> list[str]:
+    if ctx is None:
+        return []
+    if isinstance(ctx, RetrievedContext):
+        return [h.id for h in (*ctx.episodes, *ctx.entities, *ctx.facts)]
+    return [str(x) for x in ctx]
+
+
+def build_records(
+    questions: Sequence[Question],
+    answers: Sequence[AnswerRecord],
+    labels: Mapping[str, Sequence[bool | None]],
+    *,
+    method: str = "mnemis",
+    seed: int = 0,
+    audited_labels: Mapping[str, Sequence[bool | None]] | None = None,
+    audited_questions: Sequence[Question] | None = None,
+    contexts: Sequence[RetrievedContext | Sequence[str] | None] | None = None,
+    recall: Sequence[Mapping[str, float | None]] | None = None,
+    flags: Sequence[Sequence[str]] | None = None,
+) -> list[QuestionRecord]:
+    """Zip the per-question outputs of one method into records (all sequences in question order)."""
+    n = len(questions)
+    for name, seq in [("answers", answers), *((f"labels[{k}]", v) for k, v in labels.items()),
+                      ("audited_questions", audited_questions), ("contexts", contexts), ("recall", recall),
+                      ("flags", flags)]:
+        if seq is not None and len(seq) != n:
+            raise ValueError(f"{name} has {len(seq)} items for {n} questions")
+    out = []
+    for i, q in enumerate(questions):
+        a = answers[i]
+        ctx = contexts[i] if contexts is not None else None
+        row_flags = list(flags[i]) if flags is not None else []
+        if isinstance(ctx, RetrievedContext):
+            row_flags += [f for f in ctx.flags if f not in row_flags]
+        if not a.ok:
+            row_flags.append("answer_failed")
+        aq = audited_questions[i] if audited_questions is not None else None
+        out.append(QuestionRecord(
+            method=method, seed=seed, question_id=q.id, group_id=q.group_id, category=q.category,
+            abstention=q.abstention, question=q.question, gold=q.answer, answer=a.answer, answer_error=a.error,
+            labels={k: v[i] for k, v in labels.items()},
+            audited_gold=aq.answer if aq is not None and aq.answer != q.answer else None,
+            audited_labels={k: v[i] for k, v in (audited_labels or {}).items()},
+            context_ids=_context_ids(ctx), recall=dict(recall[i]) if recall is not None else {},
+            flags=row_flags,
+        ))
+    return out
+
+
+def write_records(path: str | Path, records: Iterable[QuestionRecord], *, append: bool = False) -> Path:
+    """Write records as JSON lines (``append=True`` adds to an existing file, e.g. another method)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a" if append else "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(r.model_dump_json() + "\n")
+    return path
+
+
+def read_records(path: str | Path) -> list[QuestionRecord]:
+    """Records of a ``questions.jsonl`` file (blank lines ignored)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                out.append(QuestionRecord.model_validate_json(line))
+    return out
+
+
+def as_record(row: QuestionRecord | Mapping[str, Any]) -> QuestionRecord:
+    return row if isinstance(row, QuestionRecord) else QuestionRecord.model_validate(dict(row))
+
+
+def dump_json(path: str | Path, obj: Any) -> Path:
+    """Write ``obj`` as indented JSON (NaN-free: non-finite floats become null)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_finite(obj), indent=2, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, Mapping):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj

@@ -1,0 +1,159 @@
+"""Experiment tracking: a ``Tracker`` protocol, ``NoTracker`` and an offline-by-default ``WandbTracker``.
+
+``tracker.log_run_dir(run_dir)`` logs everything a finished run dir holds: flattened metrics, the
+per-question table, the PNG plots, the ledger and leniency. wandb is imported inside
+``WandbTracker`` only; ``mode="offline"`` (default) never needs an account or the network.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Tracker(Protocol):
+    def log_config(self, config: Mapping[str, Any]) -> None: ...
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None: ...
+    def log_table(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
+    def log_images(self, paths: Sequence[str | Path]) -> None: ...
+    def log_run_dir(self, run_dir: str | Path) -> None: ...
+    def finish(self) -> None: ...
+
+
+def flatten(obj: Any, prefix: str = "", sep: str = "/") -> dict[str, Any]:
+    """Nested dicts to ``{"a/b/c": scalar}``; lists of 2 numbers (CIs) become ``_lo``/``_hi``; other lists dropped."""
+    out: dict[str, Any] = {}
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}{sep}{k}" if prefix else str(k), sep))
+    elif isinstance(obj, (list, tuple)):
+        if len(obj) == 2 and all(isinstance(x, (int, float)) or x is None for x in obj):
+            out[f"{prefix}_lo"], out[f"{prefix}_hi"] = obj
+    elif obj is None or isinstance(obj, (int, float, str, bool)):
+        out[prefix] = obj
+    return out
+
+
+def _table_rows(run: Path) -> list[dict[str, Any]]:
+    from mnemis.eval.records import QUESTIONS_FILE, read_records
+
+    if not (run / QUESTIONS_FILE).is_file():
+        return []
+    rows = []
+    for r in read_records(run / QUESTIONS_FILE):
+        d = r.model_dump()
+        for j, lab in r.labels.items():
+            d[f"label:{j}"] = lab
+        for j, lab in r.audited_labels.items():
+            d[f"audited:{j}"] = lab
+        d["context_ids"] = " ".join(r.context_ids)
+        d["flags"] = " ".join(r.flags)
+        d["recall"] = json.dumps(r.recall)
+        d.pop("labels"), d.pop("audited_labels")
+        rows.append(d)
+    return rows
+
+
+class NoTracker:
+    """Tracks nothing."""
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        pass
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        pass
+
+    def log_table(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        pass
+
+    def log_images(self, paths: Sequence[str | Path]) -> None:
+        pass
+
+    def log_run_dir(self, run_dir: str | Path) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+class WandbTracker:
+    """Weights & Biases run (offline by default: files under ``dir``/wandb, sync later with ``wandb sync``).
+
+    Args:
+        project: W&B project name.
+        mode: ``offline`` (default), ``online`` or ``disabled``.
+        dir: where wandb writes its files (default: current directory).
+        entity: W&B entity (team/user), None for the default.
+        name: run name; config: initial run config.
+    """
+
+    def __init__(self, project: str = "mnemis", *, mode: str = "offline", dir: str | Path | None = None,
+                 entity: str | None = None, name: str | None = None, config: Mapping[str, Any] | None = None,
+                 tags: Sequence[str] | None = None) -> None:
+        import wandb
+
+        self._wandb = wandb
+        if dir is not None:
+            Path(dir).mkdir(parents=True, exist_ok=True)
+        self.run = wandb.init(project=project, mode=mode, dir=str(dir) if dir is not None else None, entity=entity,
+                              name=name, config=dict(config or {}), tags=list(tags or []))
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        self.run.config.update(dict(config), allow_val_change=True)
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        flat = {k: v for k, v in flatten(metrics).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if flat:
+            self.run.log(flat, step=step)
+
+    def log_table(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        if not rows:
+            return
+        cols = list(dict.fromkeys(k for r in rows for k in r))
+        data = [[r.get(c) if isinstance(r.get(c), (int, float, str, bool)) or r.get(c) is None else str(r.get(c))
+                 for c in cols] for r in rows]
+        self.run.log({name: self._wandb.Table(columns=cols, data=data)})
+
+    def log_images(self, paths: Sequence[str | Path]) -> None:
+        imgs = {Path(p).stem: self._wandb.Image(str(p)) for p in paths if Path(p).is_file()}
+        if imgs:
+            self.run.log(imgs)
+
+    def log_run_dir(self, run_dir: str | Path) -> None:
+        """Metrics (flattened into the summary), questions table, plots, ledger and leniency of a run dir."""
+        run = Path(run_dir)
+        for name in ("metrics.json", "leniency.json", "ledger.json", "recall.json", "hierarchy_metrics.json"):
+            p = run / name
+            if p.is_file():
+                flat = flatten(json.loads(p.read_text()), prefix=p.stem)
+                self.run.summary.update({k: v for k, v in flat.items() if v is not None})
+        self.log_table("questions", _table_rows(run))
+        self.log_images(sorted(run.glob("*.png")))
+        files = [p for p in (run / "ledger.json", run / "metrics.json", run / "report.md") if p.is_file()]
+        if files:
+            art = self._wandb.Artifact(f"run-{self.run.id}", type="eval")
+            for p in files:
+                art.add_file(str(p))
+            self.run.log_artifact(art)
+
+    def finish(self) -> None:
+        self.run.finish()
+
+
+def make_tracker(cfg: Mapping[str, Any] | None, **overrides: Any) -> Tracker:
+    """From a ``conf/tracker`` node: ``name: none`` -> NoTracker, ``name: wandb`` -> WandbTracker(...)."""
+    cfg = dict(cfg or {})
+    name = cfg.pop("name", "none")
+    if name in (None, "none"):
+        return NoTracker()
+    if name == "wandb":
+        cfg.update(overrides)
+        return WandbTracker(**{k: v for k, v in cfg.items() if k in ("project", "mode", "dir", "entity", "name",
+                                                                    "config", "tags")})
+    raise ValueError(f"unknown tracker {name!r} (none, wandb)")
