@@ -131,6 +131,7 @@ class FaissIndex:
         dim: vector dimension (taken from the first ``add`` when ``None``).
         kind: index family.
         nlist: IVF cells; capped at the number of training vectors (trained on the first ``add``).
+        train_per_cell: IVF k-means trains on a random sample of at most ``train_per_cell × nlist`` vectors.
         nprobe: IVF cells visited per query.
         M: HNSW graph degree.
         efConstruction: HNSW build beam.
@@ -149,13 +150,15 @@ class FaissIndex:
         M: int = 32,
         efConstruction: int = 80,
         efSearch: int = 64,
+        train_per_cell: int = 64,
         use_gpu: bool | str = "auto",
     ) -> None:
         if kind not in ("flat", "ivf", "hnsw"):
             raise ValueError(f"unknown faiss index kind {kind!r} (flat, ivf, hnsw)")
         self.kind = kind
         self.dim = dim
-        self.params = {"nlist": nlist, "nprobe": nprobe, "M": M, "efConstruction": efConstruction, "efSearch": efSearch}
+        self.params = {"nlist": nlist, "nprobe": nprobe, "M": M, "efConstruction": efConstruction, "efSearch": efSearch,
+                       "train_per_cell": train_per_cell}
         self.use_gpu = use_gpu
         self.ids: list[str] = []
         self._pos: dict[str, int] = {}
@@ -187,6 +190,9 @@ class FaissIndex:
         else:
             nlist = max(1, min(p["nlist"], train.shape[0]))
             index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+            cap = p["train_per_cell"] * nlist
+            if train.shape[0] > cap:
+                train = train[np.random.default_rng(0).choice(train.shape[0], cap, replace=False)]
             index.train(train)
         if self._gpu_wanted():
             self._res = faiss.StandardGpuResources()

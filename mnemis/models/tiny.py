@@ -73,6 +73,10 @@ def dequantized_smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path
 
             model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
             tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            # the GGUF loader already dequantised the weights; drop the quantizer so they can be saved
+            model.hf_quantizer = None
+            if hasattr(model.config, "quantization_config"):
+                delattr(model.config, "quantization_config")
             model.save_pretrained(tmp, safe_serialization=True)
             tok.save_pretrained(tmp)
             (tmp / "SOURCE.txt").write_text(f"dequantised from {gguf.name} ({gguf.stat().st_size} bytes)\n")

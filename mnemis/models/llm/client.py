@@ -51,7 +51,9 @@ def _first_json_value(text: str) -> Any:
         try:
             value, _ = decoder.raw_decode(text, i)
             return value
-        except json.JSONDecodeError as exc:
+        except RecursionError as exc:  # absurdly deep nesting: give up rather than rescan
+            raise ValueError(f"JSON nested too deeply ({exc})") from None
+        except (json.JSONDecodeError, ValueError) as exc:
             last_err = exc
     raise ValueError(f"no JSON object or array found ({last_err})" if last_err else "no JSON object found")
 
@@ -76,7 +78,7 @@ def parse_reply(text: str, schema: type[BaseModel] | None) -> tuple[BaseModel | 
     for cand in _candidates(text):
         try:
             value = _first_json_value(cand)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         try:
             return schema.model_validate(value), None
@@ -181,9 +183,10 @@ class LLM:
         else:
             send = list(todo)
 
-        tokens = Counter()  # (stage, kind) -> count
+        tokens: Counter = Counter()  # (stage, kind) -> count
         retries_by_stage: Counter[str] = Counter()
         attempts = {i: 0 for i in send}
+        used = {i: [0, 0] for i in send}  # prompt / completion tokens over all attempts of an item
         last_text: dict[int, str] = {}
         last_err: dict[int, str] = {}
         current = {i: list(requests[i].messages) for i in send}
@@ -197,6 +200,8 @@ class LLM:
                 req = requests[i]
                 tokens[(req.stage, "prompt")] += comp.prompt_tokens
                 tokens[(req.stage, "completion")] += comp.completion_tokens
+                used[i][0] += comp.prompt_tokens
+                used[i][1] += comp.completion_tokens
                 if comp.error is not None:
                     err, text = f"backend error: {comp.error}", comp.text or ""
                     retry_messages = list(requests[i].messages)
@@ -212,8 +217,8 @@ class LLM:
                         err = "empty reply (hit max_tokens)"
                 if err is None:
                     results[i] = LLMResult(
-                        text=text, parsed=parsed, prompt_tokens=comp.prompt_tokens,
-                        completion_tokens=comp.completion_tokens, retries=attempts[i],
+                        text=text, parsed=parsed, prompt_tokens=used[i][0],
+                        completion_tokens=used[i][1], retries=attempts[i],
                     )
                     if self.cache is not None:
                         self._store(keys[i], req.stage, text, comp)
@@ -228,7 +233,7 @@ class LLM:
                 if results[i] is None and i not in still:
                     results[i] = LLMResult(
                         text=last_text.get(i, ""), error=last_err.get(i, "unknown failure"),
-                        retries=attempts[i],
+                        prompt_tokens=used[i][0], completion_tokens=used[i][1], retries=attempts[i],
                     )
             pending = still
             round_no += 1
@@ -263,7 +268,9 @@ class LLM:
 
             logging.getLogger(__name__).warning("response cache write failed", exc_info=True)
 
-    def _account(self, requests, results, tokens, retries_by_stage, wall, sent) -> None:
+    def _account(self, requests: list[LLMRequest], results: list[LLMResult | None], tokens: Counter,
+                 retries_by_stage: Counter[str], wall: float, sent: bool) -> None:
+        """Add this generate() call to the ledger, per stage (wall time split by item count)."""
         per_stage: dict[str, dict[str, float]] = {}
         for req, res in zip(requests, results):
             d = per_stage.setdefault(req.stage, Counter())

@@ -1,0 +1,185 @@
+"""Text embedders: sentence-transformers (MiniLM CPU default), Qwen3-Embedding, feature hashing.
+
+All return float32 ``[N, dim]`` with L2-normalised rows in input order; empty input -> ``[0, dim]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from mnemis.models.tiny import MINILM, locate_minilm, model_identity, require_path
+
+Kind = Literal["query", "document"]
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+def _l2(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, 1e-12)
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in ("query", "document"):
+        raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
+
+
+def pick_device(device: str = "auto") -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def pick_dtype(dtype: str, device: str):
+    """torch dtype for ``dtype`` ("auto" = bf16 on CUDA, fp32 on CPU)."""
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
+            "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}[dtype]
+
+
+class HashingEmbedder:
+    """Deterministic feature hashing of lower-cased word unigrams and bigrams (unit tests, dry runs)."""
+
+    def __init__(self, dim: int = 256) -> None:
+        if dim <= 0:
+            raise ValueError("dim must be positive")
+        self.dim = int(dim)
+        self.model_id = f"hashing-{self.dim}"
+
+    def _bucket(self, feature: str) -> tuple[int, float]:
+        h = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
+        return h % self.dim, (1.0 if (h >> 63) & 1 else -1.0)
+
+    def encode(self, texts: Sequence[str], *, kind: Kind = "document") -> np.ndarray:
+        _check_kind(kind)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            toks = _TOKEN.findall(text.lower())
+            feats = toks + [f"{a} {b}" for a, b in zip(toks, toks[1:])]
+            for f in feats:
+                j, s = self._bucket(f)
+                out[row, j] += s
+            if not feats:  # empty text: a fixed unit vector rather than zeros
+                out[row, self._bucket("<empty>")[0]] = 1.0
+        return _l2(out)
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model ("minilm" = the all-MiniLM-L6-v2 folder shipped on PyPI).
+
+    Args:
+        model: "minilm", an HF id or a local folder.
+        device: "auto", "cpu", "cuda", ...
+        dtype: "auto" (fp16 on CUDA), "float32", "float16", "bfloat16".
+        batch_size: encode batch size.
+        dim: Matryoshka truncation to the first ``dim`` dimensions (None = full size).
+        query_instruction: text prepended to queries only.
+        normalize: L2-normalise rows (always re-applied after truncation).
+    """
+
+    def __init__(self, model: str = MINILM, *, device: str = "auto", dtype: str = "auto", batch_size: int = 64,
+                 dim: int | None = None, query_instruction: str | None = None, normalize: bool = True) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        if model == MINILM:
+            path, name = str(locate_minilm()), "all-MiniLM-L6-v2"
+        else:
+            require_path(model, "embedder model")
+            path, name = model, model
+        self.device = pick_device(device)
+        self._model = SentenceTransformer(path, device=self.device)
+        if self.device.startswith("cuda"):
+            self._model = self._model.to(pick_dtype("float16" if dtype == "auto" else dtype, self.device))
+        elif dtype not in ("auto", "float32", "fp32"):
+            self._model = self._model.to(pick_dtype(dtype, self.device))
+        full = self._model.get_embedding_dimension() if hasattr(self._model, "get_embedding_dimension") \
+            else self._model.get_sentence_embedding_dimension()
+        if dim is not None and not 0 < dim <= full:
+            raise ValueError(f"dim={dim} must be in [1, {full}] for {name}")
+        self.dim = int(dim or full)
+        self.batch_size = batch_size
+        self.query_instruction = query_instruction
+        self.normalize = normalize
+        local = Path(path) if Path(path).exists() else None
+        self.model_id = f"{model_identity(name, local)}:{self.dim}"
+
+    def encode(self, texts: Sequence[str], *, kind: Kind = "document") -> np.ndarray:
+        _check_kind(kind)
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if kind == "query" and self.query_instruction:
+            texts = [self.query_instruction + t for t in texts]
+        emb = self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                 show_progress_bar=False, normalize_embeddings=False)
+        emb = np.asarray(emb, dtype=np.float32)[:, : self.dim]
+        return _l2(emb) if self.normalize else emb
+
+
+class Qwen3Embedder:
+    """Qwen3-Embedding: last-token pooling, query instruction, Matryoshka truncation + renormalisation.
+
+    Queries are formatted ``Instruct: {task}\\nQuery:{q}``; documents are embedded as is.
+    """
+
+    def __init__(self, model: str = "Qwen/Qwen3-Embedding-0.6B", *, dim: int | None = 128, device: str = "auto",
+                 dtype: str = "auto", batch_size: int = 32,
+                 query_instruction: str = "Given a question, retrieve passages that answer it",
+                 max_length: int = 8192) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        require_path(model, "embedder model")
+        self.device = pick_device(device)
+        self._tok = AutoTokenizer.from_pretrained(model, padding_side="left")
+        self._model = AutoModel.from_pretrained(model, dtype=pick_dtype(dtype, self.device)).to(self.device).eval()
+        full = int(self._model.config.hidden_size)
+        if dim is not None and not 0 < dim <= full:
+            raise ValueError(f"dim={dim} must be in [1, {full}] for {model}")
+        self.dim = int(dim or full)
+        self.batch_size = batch_size
+        self.query_instruction = query_instruction
+        self.max_length = max_length
+        self.model_id = f"{model_identity(model)}:{self.dim}"
+
+    def format(self, text: str, kind: Kind) -> str:
+        return f"Instruct: {self.query_instruction}\nQuery:{text}" if kind == "query" else text
+
+    def encode(self, texts: Sequence[str], *, kind: Kind = "document") -> np.ndarray:
+        import torch
+
+        _check_kind(kind)
+        texts = [self.format(t, kind) for t in texts]
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        order = np.argsort([-len(t) for t in texts], kind="stable")  # similar lengths per batch
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for s in range(0, len(texts), self.batch_size):
+                idx = order[s : s + self.batch_size]
+                enc = self._tok([texts[i] for i in idx], padding=True, truncation=True,
+                                max_length=self.max_length, return_tensors="pt").to(self.device)
+                hidden = self._model(**enc).last_hidden_state
+                pooled = last_token_pool(hidden, enc["attention_mask"])[:, : self.dim]
+                out[idx] = pooled.float().cpu().numpy()
+        return _l2(out)
+
+
+def last_token_pool(hidden, attention_mask):
+    """Hidden state of each row's last real token (handles left and right padding)."""
+    import torch
+
+    if bool((attention_mask[:, -1] == 1).all()):
+        return hidden[:, -1]
+    lengths = attention_mask.sum(dim=1) - 1
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), lengths]

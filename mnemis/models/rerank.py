@@ -1,0 +1,138 @@
+"""Rerankers: a causal LM scored as P(yes) (Qwen3-Reranker recipe, any causal LM), and cosine fallback.
+
+``CausalLMReranker`` formats each (query, document) pair the way the Qwen3-Reranker model card does
+and scores it as ``softmax([logit_no, logit_yes])[1]`` at the last position. Only the two vocabulary
+rows of the LM head are multiplied (last hidden state @ W[[no, yes]].T), not the whole vocabulary.
+With ``smollm2-135m`` the tiny CPU model exercises the same code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnemis.models.tiny import SMOLLM2, dequantized_smollm2, model_identity, require_path, resolve_local, \
+    smollm2_gguf
+
+SYSTEM = ('Judge whether the Document meets the requirements based on the Query and the Instruct provided. '
+          'Note that the answer can only be "yes" or "no".')
+PREFIX = f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n"
+SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
+def _queries(query: str | Sequence[str], n: int) -> list[str]:
+    if isinstance(query, str):
+        return [query] * n
+    query = list(query)
+    if len(query) != n:
+        raise ValueError(f"got {len(query)} queries for {n} documents (pass one query or one per document)")
+    return query
+
+
+class CausalLMReranker:
+    """P(yes) reranker over any causal LM (Qwen3-Reranker format).
+
+    Args:
+        model: HF id, local folder, or ``smollm2-135m``.
+        instruction: the ``<Instruct>`` task line.
+        device, dtype: as for the embedders ("auto" = CUDA+bf16 when available).
+        batch_size: pairs per forward pass.
+        max_length: token budget per pair (the document part is truncated).
+    """
+
+    def __init__(self, model: str = "Qwen/Qwen3-Reranker-0.6B", *,
+                 instruction: str = "Given a question, judge whether the passage helps answer it",
+                 device: str = "auto", dtype: str = "auto", batch_size: int = 16, max_length: int = 2048) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from mnemis.models.embed import pick_device, pick_dtype
+
+        if model == SMOLLM2:
+            path = str(dequantized_smollm2())
+            self.model_id = "rerank:" + model_identity("smollm2-135m-instruct", smollm2_gguf())
+        else:
+            require_path(model, "reranker model")
+            path = model
+            self.model_id = ""
+        self.device = pick_device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=pick_dtype(dtype, self.device)).to(self.device).eval()
+        self._base = getattr(lm, lm.base_model_prefix)
+        if not self.model_id:  # after loading, so a freshly downloaded HF id resolves to its files
+            local = resolve_local(model)
+            self.model_id = "rerank:" + (model_identity(model, local) if local is not None else f"{model}@unresolved")
+        self.yes_id, self.no_id = self._token_id("yes"), self._token_id("no")
+        head = lm.get_output_embeddings()
+        rows = head.weight[[self.no_id, self.yes_id]].detach().clone()  # [2, hidden]
+        bias = getattr(head, "bias", None)
+        self._w = rows
+        self._b = bias[[self.no_id, self.yes_id]].detach().clone() if bias is not None else None
+        self.instruction = instruction
+        self.batch_size = batch_size
+        self.max_length = max_length
+        enc = lambda s: self.tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
+        self._prefix, self._suffix = enc(PREFIX), enc(SUFFIX)
+
+    def _token_id(self, word: str) -> int:
+        tid = self.tokenizer.convert_tokens_to_ids(word)
+        if tid is None or tid == self.tokenizer.unk_token_id:
+            ids = self.tokenizer.encode(word, add_special_tokens=False)
+            if not ids:
+                raise ValueError(f"tokenizer cannot encode {word!r}")
+            tid = ids[0]
+        return int(tid)
+
+    def format(self, query: str, document: str) -> str:
+        return f"<Instruct>: {self.instruction}\n<Query>: {query}\n<Document>: {document}"
+
+    def _encode_pairs(self, pairs: list[tuple[str, str]]):
+        budget = max(self.max_length - len(self._prefix) - len(self._suffix), 8)
+        ids = [self._prefix + self.tokenizer.encode(self.format(q, d), add_special_tokens=False,
+                                                    truncation=True, max_length=budget) + self._suffix
+               for q, d in pairs]
+        return self.tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt").to(self.device)
+
+    def score(self, query: str | Sequence[str], documents: Sequence[str]) -> np.ndarray:
+        """P(yes) per document, float32 ``[len(documents)]`` in input order."""
+        import torch
+
+        documents = list(documents)
+        queries = _queries(query, len(documents))
+        out = np.zeros(len(documents), dtype=np.float32)
+        if not documents:
+            return out
+        order = np.argsort([-(len(q) + len(d)) for q, d in zip(queries, documents)], kind="stable")
+        with torch.inference_mode():
+            for s in range(0, len(order), self.batch_size):
+                idx = order[s : s + self.batch_size]
+                enc = self._encode_pairs([(queries[i], documents[i]) for i in idx])
+                hidden = self._base(**enc).last_hidden_state[:, -1]  # left padding: last = real token
+                logits = hidden.to(self._w.dtype) @ self._w.T
+                if self._b is not None:
+                    logits = logits + self._b
+                out[idx] = torch.softmax(logits.float(), dim=-1)[:, 1].cpu().numpy()
+        return out
+
+
+class CosineReranker:
+    """Fallback reranker: cosine similarity of embeddings mapped to [0, 1]."""
+
+    def __init__(self, embedder) -> None:
+        self.embedder = embedder
+        self.model_id = f"cosine:{embedder.model_id}"
+
+    def score(self, query: str | Sequence[str], documents: Sequence[str]) -> np.ndarray:
+        documents = list(documents)
+        if not documents:
+            return np.zeros(0, dtype=np.float32)
+        if isinstance(query, str):
+            q = self.embedder.encode([query], kind="query")
+            qv = np.repeat(q, len(documents), axis=0)
+        else:
+            qv = self.embedder.encode(_queries(query, len(documents)), kind="query")
+        d = self.embedder.encode(documents, kind="document")
+        cos = np.sum(qv * d, axis=1)
+        return np.clip((cos + 1.0) / 2.0, 0.0, 1.0).astype(np.float32)

