@@ -1,0 +1,321 @@
+"""Mem0 / Mem0g baselines with a scripted LLM and the hashing embedder (logic only, no model)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+import pytest
+
+from mnemis.baselines.mem0.extract import make_pairs
+from mnemis.baselines.mem0.graph import build_graph, render_relations, search_graph
+from mnemis.baselines.mem0.pipeline import Mem0Config, build_mem0, run_mem0
+from mnemis.baselines.mem0.store import Mem0Store
+from mnemis.models.embed import HashingEmbedder
+from mnemis.models.ledger import Ledger
+from mnemis.models.llm.base import LLMRequest
+from mnemis.models.llm.client import LLM
+from mnemis.models.llm.scripted import ScriptedBackend
+from mnemis.types import Dataset, Episode, Question
+
+T0 = datetime(2023, 5, 8, 13, 0)
+_NUM = re.compile(r"^(\d+)\. (.*)$")
+
+
+def episodes(group: str, turns: list[tuple[str, str]]) -> list[Episode]:
+    return [Episode(group_id=group, id=f"{group}:D1:{i + 1}", source_id=f"D1:{i + 1}", name=f"m{i}", speaker=s,
+                    content=f"{s}: {t}", valid_at=T0 + timedelta(minutes=i), session=1, turn=i, position=i)
+            for i, (s, t) in enumerate(turns)]
+
+
+def text_of(req: LLMRequest) -> str:
+    return req.messages[-1]["content"]
+
+
+def block(req: LLMRequest, header: str) -> list[str]:
+    """Lines following the line starting with ``header`` up to the next blank line."""
+    lines = text_of(req).splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith(header))
+    out = []
+    for ln in lines[i + 1:]:
+        if not ln.strip():
+            break
+        out.append(ln)
+    return out
+
+
+def new_messages(req: LLMRequest) -> list[str]:
+    """Message texts of the NEW MESSAGES block, without the speaker."""
+    return [ln.split(": ", 1)[1] for ln in block(req, "NEW MESSAGES")]
+
+
+def shown_memories(req: LLMRequest) -> list[str]:
+    return [m.group(2) for ln in block(req, "Existing memories:") if (m := _NUM.match(ln))]
+
+
+def new_fact(req: LLMRequest) -> str:
+    return block(req, "NEW FACT")[0]
+
+
+class Decider:
+    """Scripted Mem0 LLM: each message text is one fact; ``plan[fact]`` = (op, target memory text, text)."""
+
+    def __init__(self, plan: dict[str, tuple[str, str | None, str]] | None = None):
+        self.plan = plan or {}
+
+    def __call__(self, req: LLMRequest):
+        if req.stage == "mem0_extract":
+            return {"facts": [m for m in new_messages(req) if m]}
+        if req.stage == "mem0_summary":
+            return {"summary": "summary of " + "; ".join(block(req, "New messages"))}
+        if req.stage == "mem0_update":
+            fact, shown = new_fact(req), shown_memories(req)
+            if fact not in self.plan:
+                return {"operation": "ADD", "id": -1, "text": fact}
+            op, target, text = self.plan[fact]
+            if fact == "garbage":
+                return "this is not json"
+            idx = shown.index(target) if isinstance(target, str) else (target if target is not None else -1)
+            return {"operation": op, "id": idx, "text": text}
+        raise AssertionError(f"unexpected stage {req.stage}")
+
+
+def make_llm(responder) -> tuple[LLM, ScriptedBackend]:
+    backend = ScriptedBackend(responder)
+    return LLM(backend, max_retries=1, ledger=Ledger()), backend
+
+
+def stages(backend: ScriptedBackend) -> list[tuple[str, int]]:
+    return [(b[0].stage, len(b)) for b in backend.batches]
+
+
+def live(store: Mem0Store, g: str) -> list[str]:
+    return [m.text for m in store.memories(g)]
+
+
+CFG = Mem0Config(pair_size=1, summary_every=0, s=10)
+FOUR_OPS = [("Caroline", "Caroline lives in Boston"), ("Caroline", "Caroline has a dog"),
+            ("Caroline", "Caroline's dog is named Max"), ("Caroline", "Caroline moved out of Boston"),
+            ("Caroline", "Caroline owns a dog")]
+PLAN = {
+    "Caroline's dog is named Max": ("UPDATE", "Caroline has a dog", "Caroline has a dog named Max"),
+    "Caroline moved out of Boston": ("DELETE", "Caroline lives in Boston", ""),
+    "Caroline owns a dog": ("NOOP", "Caroline has a dog named Max", ""),
+}
+
+
+def test_each_operation_changes_store_and_history(tmp_path):
+    llm, backend = make_llm(Decider(PLAN))
+    store = Mem0Store(tmp_path / "mem0.sqlite")
+    build_mem0(episodes("g", FOUR_OPS), llm, HashingEmbedder(), CFG, store)
+    assert live(store, "g") == ["Caroline has a dog named Max"]
+    all_mems = {m.text: m for m in store.memories("g", include_deleted=True)}
+    assert set(all_mems) == {"Caroline lives in Boston", "Caroline has a dog named Max"}
+    assert all_mems["Caroline lives in Boston"].deleted
+    dog = all_mems["Caroline has a dog named Max"]
+    assert dog.created_at == T0 + timedelta(minutes=1) and dog.updated_at == T0 + timedelta(minutes=2)
+    assert dog.episode_ids == ["g:D1:2", "g:D1:3"]
+    hist = store.history("g")
+    assert [(h.operation, h.old_text, h.new_text, h.reason) for h in hist] == [
+        ("ADD", None, "Caroline lives in Boston", ""),
+        ("ADD", None, "Caroline has a dog", ""),
+        ("UPDATE", "Caroline has a dog", "Caroline has a dog named Max", ""),
+        ("DELETE", "Caroline lives in Boston", None, ""),
+        ("NOOP", None, None, ""),
+    ]
+    assert hist[3].memory_id == all_mems["Caroline lives in Boston"].id and hist[3].time == T0 + timedelta(minutes=3)
+    assert hist[4].memory_id == dog.id
+    totals = store.totals("g")
+    assert (totals["op.ADD"], totals["op.UPDATE"], totals["op.DELETE"], totals["op.NOOP"]) == (2, 1, 1, 1)
+    assert not any(k.startswith("bad.") for k in totals)
+    # the updated memory was re-embedded: searching for it finds it first
+    vec = HashingEmbedder().encode(["Caroline has a dog named Max"])[0]
+    assert float(dog.vec @ vec) == pytest.approx(1.0, abs=1e-5)
+    assert [s for s, _ in stages(backend)] == ["mem0_extract", "mem0_update"] * 5
+
+
+def test_delete_is_recoverable_from_history(tmp_path):
+    llm, _ = make_llm(Decider(PLAN))
+    store = Mem0Store(tmp_path / "mem0.sqlite")
+    build_mem0(episodes("g", FOUR_OPS), llm, HashingEmbedder(), CFG, store)
+    gone = next(m for m in store.memories("g", include_deleted=True) if m.deleted)
+    back = store.restore("g", gone.id)
+    assert back.text == "Caroline lives in Boston" and not back.deleted
+    assert sorted(live(store, "g")) == ["Caroline has a dog named Max", "Caroline lives in Boston"]
+    assert store.history("g", gone.id)[-1].operation == "RESTORE"
+    with pytest.raises(KeyError):
+        store.restore("g", gone.id)  # no longer deleted
+
+
+def test_bad_operations_are_counted_noops(tmp_path):
+    turns = [("Ann", "Ann likes tea"), ("Ann", "unknown op"), ("Ann", "bad id"), ("Ann", "empty update"),
+             ("Ann", "delete nothing"), ("Ann", "garbage"), ("Ann", "Ann likes tea")]
+    plan = {"unknown op": ("MERGE", "Ann likes tea", "x"), "bad id": ("UPDATE", 7, "Ann likes coffee"),
+            "empty update": ("UPDATE", "Ann likes tea", "  "), "delete nothing": ("DELETE", -1, ""),
+            "garbage": ("ADD", None, ""), "Ann likes tea": ("ADD", None, "Ann likes tea")}
+    llm, _ = make_llm(Decider(plan))
+    store = Mem0Store(tmp_path / "mem0.sqlite")
+    build_mem0(episodes("g", turns), llm, HashingEmbedder(), CFG, store)
+    assert live(store, "g") == ["Ann likes tea"]
+    assert store.count("g", include_deleted=True) == 1
+    totals = store.totals("g")
+    assert {k: v for k, v in totals.items() if k.startswith("bad.")} == {
+        "bad.unknown_op": 1, "bad.bad_id": 2, "bad.empty_text": 1, "bad.failed_reply": 1, "bad.duplicate_add": 1}
+    assert totals["op.NOOP"] == 6 and totals["op.ADD"] == 1
+    reasons = [h.reason for h in store.history("g")]
+    assert reasons == ["", "unknown_op", "bad_id", "empty_text", "bad_id", "failed_reply", "duplicate_add"]
+
+
+def test_extracted_facts_are_cleaned_and_capped(tmp_path):
+    def responder(req: LLMRequest):
+        if req.stage == "mem0_extract":
+            assert text_of(req).count("NEW MESSAGES (sent 2023-05-08 13:00 to 2023-05-08 13:01):") == 1
+            return {"facts": ["1. Ann likes tea", "- ann likes  TEA", "2023-05-08 13:56", "", "Bob golfs",
+                              "Bob sings", "Bob cooks"]}
+        return {"operation": "ADD", "id": -1, "text": ""}
+
+    llm, _ = make_llm(responder)
+    store = Mem0Store(tmp_path / "mem0.sqlite")
+    build_mem0(episodes("g", [("Ann", "hi"), ("Bob", "yo")]), llm, HashingEmbedder(),
+               Mem0Config(summary_every=0, max_facts=3), store)
+    assert live(store, "g") == ["Ann likes tea", "Bob golfs", "Bob sings"]
+    totals = store.totals("g")
+    assert totals["extract.skipped_no_words"] == 1 and totals["extract.facts_cut"] == 1
+    assert totals["extract.facts"] == 3
+
+
+def test_summary_refreshed_at_configured_interval(tmp_path):
+    turns = [("Ann" if i % 2 == 0 else "Bob", f"message number {i}") for i in range(10)]
+    llm, backend = make_llm(Decider())
+    store = Mem0Store(tmp_path / "mem0.sqlite")
+    build_mem0(episodes("g", turns), llm, HashingEmbedder(), Mem0Config(pair_size=2, summary_every=4, m=3), store)
+    seq = [s for s, _ in stages(backend)]
+    # 5 pairs starting at messages 0, 2, 4, 6, 8: refresh before the pairs starting at 4 and 8
+    assert seq == ["mem0_extract", "mem0_update", "mem0_extract", "mem0_update",
+                   "mem0_summary", "mem0_extract", "mem0_update", "mem0_extract", "mem0_update",
+                   "mem0_summary", "mem0_extract", "mem0_update"]
+    summaries = [b[0] for b in backend.batches_for("mem0_summary")]
+    assert text_of(summaries[0]).count("New messages (sent 2023-05-08 13:00 to 2023-05-08 13:03):") == 1
+    assert block(summaries[0], "New messages") == [
+        "Ann: message number 0", "Bob: message number 1", "Ann: message number 2", "Bob: message number 3"]
+    assert len(block(summaries[1], "New messages")) == 4
+    assert "summary of" in block(summaries[1], "Previous summary:")[0]
+    extracts = [b[0] for b in backend.batches_for("mem0_extract")]
+    assert block(extracts[1], "Conversation summary:") == ["(none yet)"]
+    assert block(extracts[2], "Conversation summary:")[0].startswith("summary of")
+    assert len(block(extracts[2], "Recent messages:")) == 3  # m = 3
+    text, covered = store.summary("g")
+    assert covered == 8 and "message number 7" in text
+    assert llm.ledger.stage("mem0_summary").calls == 2
+
+
+def test_one_generate_per_step_across_groups_and_resume(tmp_path):
+    eps = episodes("a", [("Ann", "Ann likes tea"), ("Bob", "Bob likes golf"), ("Ann", "Ann runs")]) + \
+        episodes("b", [("Cy", "Cy paints"), ("Di", "Di sings")])
+    llm, backend = make_llm(Decider())
+    store = Mem0Store(tmp_path / "mem0.sqlite")
+    build_mem0(eps, llm, HashingEmbedder(), Mem0Config(pair_size=2, summary_every=0), store)
+    # step 0: one pair of each group; step 1: only group a has a pair left
+    assert stages(backend) == [("mem0_extract", 2), ("mem0_update", 4), ("mem0_extract", 1), ("mem0_update", 1)]
+    assert [new_messages(r) for r in backend.batches[0]] == [["Ann likes tea", "Bob likes golf"],
+                                                             ["Cy paints", "Di sings"]]
+    assert new_messages(backend.batches[2][0]) == ["Ann runs"]
+    assert sorted(live(store, "a")) == ["Ann likes tea", "Ann runs", "Bob likes golf"]
+    assert sorted(live(store, "b")) == ["Cy paints", "Di sings"]
+    assert all(m.group_id == "b" for m in store.memories("b"))
+    n = len(backend.batches)
+    build_mem0(eps, llm, HashingEmbedder(), Mem0Config(pair_size=2, summary_every=0), store)
+    assert len(backend.batches) == n  # every pair done: nothing re-run
+    assert len(make_pairs(episodes("a", [("A", "x")] * 3))) == 2
+
+
+def test_run_mem0_retrieves_and_renders_with_timestamps(tmp_path):
+    eps = episodes("a", [("Ann", "Ann likes green tea"), ("Bob", "Bob plays golf on Sundays")])
+    qs = [Question(group_id="a", id="a:q0", question="What does Bob play?", answer="golf", category="single-hop")]
+    data = Dataset(name="t", groups=["a"], episodes=eps, questions=qs)
+    llm, _ = make_llm(Decider())
+    run = run_mem0(data, llm, HashingEmbedder(), {"k": 1, "summary_every": 0, "name": "mem0"}, tmp_path)
+    assert run.method == "mem0" and len(run.contexts) == 1
+    assert run.contexts[0] == "[2023/05/08 (Mon) 13:01] Bob plays golf on Sundays"
+    assert [h.id for h in run.retrieved[0].episodes] == ["a:D1:1", "a:D1:2"]  # both messages of the pair
+    with pytest.raises(ValueError, match="unknown mem0 settings"):
+        Mem0Config.from_mapping({"kk": 3})
+    with pytest.raises(ValueError, match="unknown stages"):
+        Mem0Config(max_tokens={"mem0_extrct": 3})
+    assert Mem0Config(max_tokens={"mem0_update": 7}).max_tokens == {
+        "mem0_extract": 384, "mem0_update": 7, "mem0_summary": 400, "query_entities": 128}
+
+
+# ------------------------------------------------------------------ Mem0g
+_CAP = re.compile(r"\b[A-Z][a-z]+\b")
+
+
+def graph_responder(req: LLMRequest):
+    stage = req.stage.removeprefix("mem0g_")
+    body = text_of(req)
+    if stage in ("extract_entities", "query_entities"):
+        cur = body.split("CURRENT message", 1)[1].split("\n", 1)[1].split("\nTask:")[0]
+        return {"names": [w for w in _CAP.findall(cur) if w not in {"I", "Where", "Does"}]}
+    if stage == "extract_facts":
+        ents = [m.group(2) for ln in body.splitlines() if (m := _NUM.match(ln))]
+        city = re.search(r"live in ([A-Z][a-z]+)", body.split("CURRENT message", 1)[1])
+        if not city or city.group(1) not in ents:
+            return {"facts": []}
+        return {"facts": [{"source": 0, "target": ents.index(city.group(1)), "relation": "LIVES_IN",
+                           "fact": f"{ents[0]} lives in {city.group(1)}.", "valid_at": "", "invalid_at": ""}]}
+    if stage == "resolve_entities":
+        return {"decisions": []}
+    if stage == "dedup_facts":
+        lines = body.splitlines()
+        old = [m.group(2) for ln in lines[1:lines.index(next(x for x in lines if x.startswith("New facts")))]
+               if (m := _NUM.match(ln))]
+        new = [m.group(2) for ln in lines[lines.index(next(x for x in lines if x.startswith("New facts"))):]
+               if (m := _NUM.match(ln))]
+        return {"decisions": [{"new": i, "duplicate_of": -1,
+                               "contradicts": [j for j, o in enumerate(old) if " lives in " in o and " lives in " in f]}
+                              for i, f in enumerate(new)]}
+    raise AssertionError(f"unexpected stage {req.stage}")
+
+
+def test_mem0g_invalidates_contradicted_relation(tmp_path):
+    eps = episodes("g", [("Caroline", "I live in Boston"), ("Melanie", "Nice"), ("Caroline", "Now I live in Austin")])
+    llm, backend = make_llm(graph_responder)
+    store, stats = build_graph(eps, llm, HashingEmbedder(), tmp_path / "mem0g.sqlite")
+    facts = {f.fact: f for f in store.facts("g")}
+    assert set(facts) == {"Caroline lives in Boston.", "Caroline lives in Austin."}
+    old, new = facts["Caroline lives in Boston."], facts["Caroline lives in Austin."]
+    assert old.expired_at == T0 + timedelta(minutes=2) and old.invalid_at == new.valid_at
+    assert new.expired_at is None and new.invalid_at is None
+    assert {b[0].stage for b in backend.batches} <= {"mem0g_extract_entities", "mem0g_extract_facts",
+                                                       "mem0g_resolve_entities", "mem0g_dedup_facts"}
+    assert llm.ledger.stage("mem0g_dedup_facts").calls == 1
+    q = Question(group_id="g", id="g:q", question="Where does Caroline live?", answer="Austin", category="single-hop")
+    hits = search_graph(store, llm, HashingEmbedder(), [q], k=5)[0]
+    assert {h.id for h in hits} == {old.id, new.id}
+    assert all(set(h.scores) <= {"entity", "triple"} and h.scores for h in hits)
+    text = render_relations(store, "g", hits)
+    assert "Caroline -[LIVES_IN]-> Boston" in text and "[no longer true]" in text
+    assert "Caroline -[LIVES_IN]-> Austin: Caroline lives in Austin. (valid 2023-05-08 - now)" in text
+    only_valid = search_graph(store, llm, HashingEmbedder(), [q], k=5, include_invalid=False)[0]
+    assert [h.id for h in only_valid] == [new.id]
+
+
+def test_run_mem0g_adds_relations_to_the_context(tmp_path):
+    eps = episodes("g", [("Caroline", "I live in Boston"), ("Melanie", "Nice"), ("Caroline", "Now I live in Austin")])
+    qs = [Question(group_id="g", id="g:q", question="Where does Caroline live?", answer="Austin", category="single-hop")]
+    data = Dataset(name="t", groups=["g"], episodes=eps, questions=qs)
+    decider = Decider()
+
+    def responder(req: LLMRequest):
+        return graph_responder(req) if req.stage.startswith("mem0g_") else decider(req)
+
+    llm, _ = make_llm(responder)
+    run = run_mem0(data, llm, HashingEmbedder(), {"graph": True, "k": 2, "summary_every": 0}, tmp_path)
+    assert run.method == "mem0g"
+    memories, relations = run.contexts[0].split("\n\nRelations:\n")
+    assert memories.startswith("Memories:\n[2023/05/08 (Mon) 13:0") and len(memories.splitlines()) == 3
+    assert "Caroline -[LIVES_IN]-> Austin" in relations and "Caroline -[LIVES_IN]-> Boston" in relations
+    kinds = [h.id.split("_")[0] for h in run.retrieved[0].facts]
+    assert kinds == ["mem", "mem", "fact", "fact"]
+    assert (tmp_path / "mem0.sqlite").exists() and (tmp_path / "mem0g.sqlite").exists()
+    assert run.stats["graph"]["facts"]["g"]["facts"] == 2
