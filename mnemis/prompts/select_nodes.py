@@ -1,0 +1,131 @@
+"""System-2 node selection: pick the nodes of a memory hierarchy that may help answer a query.
+
+REFERENCE §5.2, our own wording. The model sees a list of candidate nodes, one compact JSON object
+per line (``{"id": "n3", "name": "Health", "tags": [...]}``, the summary only when configured) and
+answers with ``{"selections": [{"id", "name", "take_all_children"}, ...]}``.
+
+Prefix caching: the instructions come first, then the candidate list, then the query. At the top
+layer every query of a group sees the same candidates, so all of them share one long prefix.
+Ids are short prompt-local labels (``n1``, ``n2`` ...) assigned in candidate order; the caller maps
+them back to store ids (cheaper and less error-prone for small models than 20-character hashes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, Field, model_validator
+
+from mnemis.prompts.base import Prompt, system, user
+
+
+class CandidateView(NamedTuple):
+    """What the model sees of one candidate node."""
+
+    id: str
+    name: str
+    tags: Sequence[str] = ()
+    summary: str = ""
+
+
+class NodeSelection(BaseModel):
+    id: str = Field("", description="the id of a listed node, copied exactly")
+    name: str = Field("", description="the name of that node")
+    take_all_children: bool = Field(
+        False, description="true only when you are confident every node below this one is useful"
+    )
+
+
+class NodeSelections(BaseModel):
+    # required: a truncated reply whose only complete JSON value is one inner selection must not
+    # validate as an empty selection
+    selections: list[NodeSelection] = Field(
+        description="every listed node that may help; empty when none does"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_bare_list(cls, value: Any) -> Any:
+        # small models sometimes answer with the bare array
+        if isinstance(value, list):
+            return {"selections": value}
+        return value
+
+
+_SYSTEM = """You navigate a hierarchical memory graph built from a person's conversations. Higher \
+nodes are broad categories; lower nodes are narrower categories and, at the bottom, concrete entities \
+(people, places, objects, events).
+
+You are shown a list of available nodes and a query. Select EVERY node that could help answer the \
+query: a node that relates to it directly, covers a relevant topic, gives useful background, holds \
+personal information about the user (interests, goals, health, relationships, plans), or probably \
+contains useful nodes below it. Be generous: a partly redundant node is better than a missed one.
+
+For each selected node give its id and name exactly as listed. Set "take_all_children" to true only \
+when you are confident that ALL the nodes below it are useful; otherwise false. Select nothing when no \
+node can help.
+
+Answer with JSON only, in this shape:
+{"selections": [{"id": "<id>", "name": "<name>", "take_all_children": false}, ...]}"""
+
+
+@lru_cache(maxsize=512)
+def selection_schema(n_candidates: int) -> type[NodeSelections]:
+    """``NodeSelections`` whose JSON Schema (used for constrained decoding only) restricts ``id`` to
+    the prompt's ids ``n1..nK`` and the list to ``K`` items, so a small model can neither invent ids
+    nor loop until ``max_tokens``. Validation stays the lenient base one (name fallback, counting)."""
+    ids = [f"n{j}" for j in range(1, n_candidates + 1)]
+
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        schema = NodeSelections.model_json_schema(*args, **kwargs)
+        item = schema["$defs"]["NodeSelection"]
+        id_schema = {k: v for k, v in item["properties"]["id"].items() if k != "default"}
+        item["properties"]["id"] = {**id_schema, "enum": ids}
+        item["required"] = ["id", "take_all_children"]
+        schema["properties"]["selections"]["maxItems"] = n_candidates
+        return schema
+
+    return type(f"NodeSelections{n_candidates}", (NodeSelections,),
+                {"model_json_schema": classmethod(model_json_schema), "__module__": __name__})
+
+
+_OBJ = re.compile(r"\{[^{}\[\]]*\}")
+
+
+def salvage_selections(text: str) -> list[NodeSelection]:
+    """Complete selection objects of a reply cut off mid-way (e.g. at ``max_tokens``)."""
+    out = []
+    for m in _OBJ.finditer(text or ""):
+        try:
+            obj = json.loads(m.group(0))
+            if isinstance(obj, dict) and ("id" in obj or "name" in obj):
+                out.append(NodeSelection.model_validate(obj))
+        except Exception:  # noqa: BLE001 - a broken fragment is skipped
+            continue
+    return out
+
+
+def candidate_line(c: CandidateView, *, use_summary: bool = False, use_tags: bool = True) -> str:
+    """One compact JSON line for a candidate (``ensure_ascii=False``)."""
+    obj: dict[str, Any] = {"id": c.id, "name": c.name}
+    if use_tags and c.tags:
+        obj["tags"] = list(c.tags)
+    if use_summary and c.summary:
+        obj["summary"] = c.summary
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def render_select_nodes(
+    query: str, candidates: Sequence[CandidateView], *, use_summary: bool = False, use_tags: bool = True
+) -> list[dict[str, str]]:
+    """Messages asking which of ``candidates`` help answer ``query`` (candidates before the query)."""
+    lines = "\n".join(candidate_line(c, use_summary=use_summary, use_tags=use_tags) for c in candidates)
+    body = f"Available nodes:\n{lines}\n\nQuery: \"{' '.join(query.split())}\"\n\nSelected nodes (JSON):"
+    return [system(_SYSTEM), user(body)]
+
+
+SELECT_NODES = Prompt("select", "v1", render_select_nodes, NodeSelections)

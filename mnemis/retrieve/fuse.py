@@ -1,0 +1,161 @@
+"""Fusion of System-1 and System-2 results (REFERENCE §6), batched across queries.
+
+Per item type (episodes; entities and categories together; facts) the candidates of a query are the
+union of the routes its ``mode`` asks for, de-duplicated by id (System-1 first, score dicts merged).
+Then, per ``scorer``:
+
+- ``reranker``: every (query, item text) pair of the whole batch goes to ONE ``reranker.score`` call
+  (the reranker batches internally); each list is sorted by that score (ties keep union order).
+- ``rrf``: no model. System-1's own RRF order is kept and System-2 items are appended after it in
+  walk order, because System-2 output has no ranking (paper footnote 2).
+
+Lists are cut to ``k`` episodes, ``graph_factor × k`` entities+categories and ``graph_factor × k``
+facts (10 / 20 / 20 by default; ``k=30`` gives 30 / 60 / 60).
+
+Modes: ``system1`` (System-1 only, e.g. reranked), ``system2`` (System-2 only) and ``both``. A query
+whose System-2 walk fell back (flag ``s2_fallback``) uses System-1 alone in both System-2 modes and
+keeps the flag. Reranker document text per type comes from :func:`mnemis.retrieve.context.format_item`:
+episode -> its formatted line, entity/category -> ``name [tags]: summary``,
+fact -> ``fact (from – to|now)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from mnemis.models.protocols import Reranker
+from mnemis.retrieve.context import fetch_items, format_item
+from mnemis.retrieve.system2 import FALLBACK_FLAG, System2Result
+from mnemis.store.sqlite import GraphStore
+from mnemis.types import Hit, Question, RetrievedContext
+
+log = logging.getLogger(__name__)
+Mode = Literal["system1", "system2", "both"]
+Scorer = Literal["reranker", "rrf"]
+FIELDS = ("episodes", "entities", "facts")
+
+
+class Fuser:
+    """Union, score and cut the routes' lists for a batch of questions.
+
+    Args:
+        store: graph store (item texts for the reranker).
+        reranker: a :class:`~mnemis.models.protocols.Reranker`; needed when ``scorer="reranker"``.
+        k: episode budget; entities+categories and facts get ``graph_factor * k``.
+        mode: ``system1``, ``system2`` or ``both``.
+        scorer: ``reranker`` or ``rrf``.
+        graph_factor: multiplier of ``k`` for the entity and fact budgets (2 in the paper).
+    """
+
+    def __init__(self, store: GraphStore, reranker: Reranker | None = None, *, k: int = 10,
+                 mode: Mode = "both", scorer: Scorer = "reranker", graph_factor: int = 2) -> None:
+        if mode not in ("system1", "system2", "both"):
+            raise ValueError(f"unknown fusion mode {mode!r} (system1, system2, both)")
+        if scorer not in ("reranker", "rrf"):
+            raise ValueError(f"unknown scorer {scorer!r} (reranker, rrf)")
+        if scorer == "reranker" and reranker is None:
+            raise ValueError("scorer='reranker' needs a reranker")
+        if k < 1 or graph_factor < 1:
+            raise ValueError("k and graph_factor must be >= 1")
+        self.store, self.reranker = store, reranker
+        self.k, self.mode, self.scorer, self.graph_factor = k, mode, scorer, graph_factor
+
+    def budget(self, field: str) -> int:
+        return self.k if field == "episodes" else self.graph_factor * self.k
+
+    def fuse(
+        self,
+        questions: Sequence[Question],
+        system1: Sequence[RetrievedContext] | None = None,
+        system2: Sequence[System2Result | RetrievedContext] | None = None,
+    ) -> list[RetrievedContext]:
+        """Final contexts for ``questions`` (same order); route lists are aligned with ``questions``."""
+        n = len(questions)
+        for name, lst in (("system1", system1), ("system2", system2)):
+            if lst is not None and len(lst) != n:
+                raise ValueError(f"{len(lst)} {name} results for {n} questions")
+        if self.mode in ("system1",) and system1 is None:
+            raise ValueError("mode 'system1' needs System-1 results")
+        if self.mode in ("system2", "both") and system2 is None:
+            raise ValueError(f"mode {self.mode!r} needs System-2 results")
+        s2 = None
+        if system2 is not None:
+            s2 = [r.context if isinstance(r, System2Result) else r for r in system2]
+        unions = [self._union(i, q, system1, s2) for i, q in enumerate(questions)]
+        if self.scorer == "reranker":
+            self._rerank(questions, unions)
+        for ctx in unions:
+            for f in FIELDS:
+                setattr(ctx, f, getattr(ctx, f)[: self.budget(f)])
+        return unions
+
+    # ------------------------------------------------------------------ internals
+    def _union(self, i: int, q: Question, s1: Sequence[RetrievedContext] | None,
+               s2: Sequence[RetrievedContext] | None) -> RetrievedContext:
+        c1 = s1[i] if s1 is not None else None
+        c2 = s2[i] if s2 is not None else None
+        for c in (c1, c2):
+            if c is not None and c.group_id != q.group_id:
+                raise ValueError(f"route result of group {c.group_id!r} aligned with question {q.id!r} "
+                                 f"of group {q.group_id!r}")
+        fallback = c2 is not None and FALLBACK_FLAG in c2.flags
+        routes = []
+        if c1 is not None and (self.mode in ("system1", "both") or fallback):
+            routes.append(c1)
+        if c2 is not None and self.mode in ("system2", "both") and not fallback:
+            routes.append(c2)
+        flags = list(dict.fromkeys(f for c in (c1, c2) if c is not None for f in c.flags))
+        if fallback and c1 is None:
+            flags.append("s2_fallback_without_system1")
+        out = RetrievedContext(question_id=q.id, group_id=q.group_id, flags=flags)
+        for f in FIELDS:
+            merged: dict[str, Hit] = {}
+            for c in routes:
+                for h in getattr(c, f):
+                    if h.id in merged:
+                        old = merged[h.id].scores
+                        old.update({k: v for k, v in h.scores.items() if k not in old})
+                    else:
+                        merged[h.id] = h.model_copy(deep=True)
+            setattr(out, f, list(merged.values()))
+        return out
+
+    def _rerank(self, questions: Sequence[Question], unions: list[RetrievedContext]) -> None:
+        items = fetch_items(self.store, unions)
+        queries: list[str] = []
+        docs: list[str] = []
+        slots: list[tuple[int, str, int]] = []
+        missing = 0
+        for i, (q, ctx) in enumerate(zip(questions, unions)):
+            for f in FIELDS:
+                kept = []
+                for h in getattr(ctx, f):
+                    item = items.get((ctx.group_id, h.id))
+                    if item is None:
+                        missing += 1
+                        continue
+                    slots.append((i, f, len(kept)))
+                    kept.append(h)
+                    queries.append(q.question)
+                    docs.append(format_item(item))
+                setattr(ctx, f, kept)
+        if missing:
+            log.warning("fusion: %d retrieved ids are not in the store; dropped", missing)
+        if not docs:
+            return
+        scores = np.asarray(self.reranker.score(queries, docs), dtype=np.float64).reshape(-1)
+        if scores.shape[0] != len(docs):
+            raise RuntimeError(f"reranker returned {scores.shape[0]} scores for {len(docs)} documents")
+        for (i, f, j), s in zip(slots, scores):
+            hit = getattr(unions[i], f)[j]
+            hit.score = float(s)
+            hit.scores["rerank"] = float(s)
+        for ctx in unions:
+            for f in FIELDS:
+                lst = getattr(ctx, f)
+                order = sorted(range(len(lst)), key=lambda j: (-lst[j].score, j))
+                setattr(ctx, f, [lst[j] for j in order])

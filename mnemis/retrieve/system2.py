@@ -1,0 +1,424 @@
+"""System-2 global selection (REFERENCE §5.3, with the decisions of §5.5), batched across queries.
+
+Walk, per query: start with every top-layer category of the query's group; each round the LLM
+selects among the candidates; a selected node expands to its (deduplicated) children, which are the
+next round's candidates; a node flagged ``take_all_children`` adds itself and its whole subtree with
+no further calls. A round that selects nothing ends the walk. With ``entity_round`` (default, as in
+the paper) the entity children of selected layer-1 categories get one more LLM round; with
+``entity_round=False`` entities are never shown to the LLM and enter only through shortcut subtrees
+(the released code). Selected entities then expand one hop (:mod:`mnemis.retrieve.expand`).
+
+Batching: round r of EVERY active query (all groups) is ONE ``llm.generate`` call. Candidates are
+sorted (layer descending, name, id) so that prompts of a group share their prefix, and a candidate
+list longer than ``max_candidates_per_prompt`` is split into several prompts whose selections are
+merged. Output maps back by prompt-local id, then exact name, then case-insensitive name; anything
+else is an invented selection (ignored, counted in the traversal log).
+
+Robustness: a query whose top round fails (every prompt failed) or selects nothing, or whose group
+has no hierarchy, falls back to System-1 alone: its result is empty and flagged ``s2_fallback`` (the
+fuser then uses System-1 only). Nothing in one query fails the batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field
+
+from mnemis.models.cache import CacheMissError
+from mnemis.models.llm.base import LLMRequest, LLMResult, Sampling
+from mnemis.prompts.select_nodes import (
+    SELECT_NODES,
+    CandidateView,
+    NodeSelections,
+    salvage_selections,
+    selection_schema,
+)
+from mnemis.retrieve.expand import ExpandCaps, expand_one_hop
+from mnemis.store.sqlite import GraphStore
+from mnemis.types import Hit, Question, RetrievedContext, normalize_name
+
+log = logging.getLogger(__name__)
+FALLBACK_FLAG = "s2_fallback"
+
+
+class System2Config(BaseModel):
+    """Knobs of global selection (keys match ``conf/retrieval/*.yaml`` ``system2:``)."""
+
+    model_config = {"extra": "forbid"}
+
+    entity_round: bool = True
+    use_summary: bool = False
+    use_tags: bool = True
+    include_shortcut_nodes: bool = Field(True, description="REFERENCE §5.5 decision 2")
+    max_candidates_per_prompt: int = Field(60, ge=1)
+    max_rounds: int = Field(12, ge=1, description="safety bound; a hierarchy of L layers needs L+1")
+    max_facts_per_entity: int = Field(10, ge=0)
+    max_episodes_per_entity: int = Field(10, ge=0)
+    max_neighbours_per_entity: int = Field(5, ge=0)
+    max_items_per_type: int = Field(100, ge=1, description="cap per type after expansion, per query")
+    constrain_ids: bool = Field(True, description="decoding schema restricts ids to the shown ones")
+    salvage: bool = Field(True, description="keep the complete selections of a truncated reply")
+    max_tokens: int = Field(512, ge=16)
+    temperature: float = 0.0
+    seed: int = 0
+
+
+class RoundLog(BaseModel):
+    """One LLM round of one query's walk (ids are store ids)."""
+
+    round: int
+    layer: int = Field(description="highest layer among the candidates (0 = entities)")
+    candidates: list[str]
+    prompts: int
+    failed_prompts: int = 0
+    selected: list[str] = Field(default_factory=list)
+    flagged: list[str] = Field(default_factory=list, description="take_all_children shortcuts")
+    invented: int = 0
+    salvaged: int = Field(0, description="failed replies whose complete selections were kept")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Traversal(BaseModel):
+    """The traversal log of one query (one line of ``traversal.jsonl``)."""
+
+    question_id: str
+    group_id: str
+    rounds: list[RoundLog] = Field(default_factory=list)
+    fallback: str | None = Field(None, description="why the query fell back to System-1, if it did")
+    flags: list[str] = Field(default_factory=list)
+    selected_nodes: int = 0
+    counts: dict[str, int] = Field(default_factory=dict, description="items per type after expansion")
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(r.prompt_tokens for r in self.rounds)
+
+    @property
+    def calls(self) -> int:
+        return sum(r.prompts for r in self.rounds)
+
+
+class System2Result(BaseModel):
+    context: RetrievedContext
+    traversal: Traversal
+
+    @property
+    def fallback(self) -> bool:
+        return self.traversal.fallback is not None
+
+
+@dataclass
+class _Node:
+    id: str
+    name: str
+    tags: list[str]
+    summary: str
+    layer: int  # 0 = entity
+
+    @property
+    def kind(self) -> str:
+        return "entity" if self.layer == 0 else "category"
+
+
+@dataclass
+class HierarchyView:
+    """One group's hierarchy in memory: nodes (categories and entities) and CATEGORIZES children."""
+
+    nodes: dict[str, _Node]
+    children: dict[str, list[str]]
+    top: list[str]
+
+    @classmethod
+    def load(cls, store: GraphStore, group_id: str) -> HierarchyView:
+        nodes: dict[str, _Node] = {}
+        for e in store.entities(group_id):
+            nodes[e.id] = _Node(e.id, e.name, list(e.tags), e.summary, 0)
+        cats = store.categories(group_id)
+        for c in cats:
+            nodes[c.id] = _Node(c.id, c.name, list(c.tags), c.summary, c.layer)
+        children: dict[str, list[str]] = {}
+        for edge in store.category_edges(group_id):
+            if edge.parent_id in nodes and edge.child_id in nodes:
+                children.setdefault(edge.parent_id, []).append(edge.child_id)
+        top_layer = max((c.layer for c in cats), default=0)
+        top = sorted((c.id for c in cats if c.layer == top_layer), key=lambda i: _order(nodes[i]))
+        return cls(nodes, children, top)
+
+    def children_of(self, ids: Sequence[str]) -> list[str]:
+        seen = dict.fromkeys(c for i in ids for c in self.children.get(i, ()))
+        return sorted(seen, key=lambda i: _order(self.nodes[i]))
+
+    def descendants(self, node_id: str) -> list[str]:
+        """Transitive closure over CATEGORIZES (the node itself excluded), breadth first."""
+        out: dict[str, None] = {}
+        stack = [node_id]
+        while stack:
+            nxt = []
+            for n in stack:
+                for c in self.children.get(n, ()):
+                    if c not in out and c != node_id:
+                        out[c] = None
+                        nxt.append(c)
+            stack = nxt
+        return list(out)
+
+
+def _order(n: _Node) -> tuple:
+    return (-n.layer, n.name.casefold(), n.id)
+
+
+@dataclass
+class _Walk:
+    question: Question
+    view: HierarchyView
+    selected: dict[str, None] = field(default_factory=dict)
+    frontier: list[str] = field(default_factory=list)
+    rounds: list[RoundLog] = field(default_factory=list)
+    done: bool = False
+    fallback: str | None = None
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Prompt:
+    walk: _Walk
+    cands: list[str]  # store ids; local id "n{j+1}" = cands[j]
+
+
+class System2:
+    """Batched global selection over the hierarchy of each query's group.
+
+    Args:
+        store: the graph store (hierarchy, entities, facts, mentions, episodes).
+        llm: an ``LLM`` client (``generate(requests) -> results``); selection runs under stage ``select``.
+        cfg: a :class:`System2Config` (or a dict of its keys); ``**overrides`` replace single keys.
+    """
+
+    def __init__(self, store: GraphStore, llm, cfg: System2Config | dict | None = None, **overrides) -> None:
+        base = cfg.model_dump() if isinstance(cfg, System2Config) else dict(cfg or {})
+        self.cfg = System2Config(**{**base, **overrides})
+        self.store, self.llm = store, llm
+        self._views: dict[str, HierarchyView] = {}
+
+    def view(self, group_id: str) -> HierarchyView:
+        if group_id not in self._views:
+            self._views[group_id] = HierarchyView.load(self.store, group_id)
+        return self._views[group_id]
+
+    def refresh(self) -> None:
+        """Forget cached hierarchies (after ``organize()`` rebuilt them)."""
+        self._views.clear()
+
+    # ------------------------------------------------------------------ walk
+    def select(self, questions: Sequence[Question]) -> list[System2Result]:
+        """Global selection for every question, in input order (one ``generate`` per round)."""
+        walks = [_Walk(q, self.view(q.group_id)) for q in questions]
+        for w in walks:
+            if not w.view.top:
+                w.done, w.fallback = True, "no_hierarchy"
+        for r in range(self.cfg.max_rounds):
+            active = [w for w in walks if not w.done]
+            if not active:
+                break
+            self._round(r, active)
+        return self._finish(walks)
+
+    def _candidates(self, r: int, w: _Walk) -> list[str]:
+        ids = w.view.top if r == 0 else w.view.children_of(w.frontier)
+        ids = [i for i in ids if i not in w.selected]
+        if not self.cfg.entity_round:
+            ids = [i for i in ids if w.view.nodes[i].layer > 0]
+        return ids
+
+    def _round(self, r: int, active: list[_Walk]) -> None:
+        prompts: list[_Prompt] = []
+        cap = self.cfg.max_candidates_per_prompt
+        for w in active:
+            cands = self._candidates(r, w)
+            if not cands:
+                w.done = True
+                continue
+            prompts += [_Prompt(w, cands[i : i + cap]) for i in range(0, len(cands), cap)]
+        if not prompts:
+            return
+        results = self._generate(prompts)
+        by_walk: dict[int, list[tuple[_Prompt, LLMResult]]] = {}
+        for p, res in zip(prompts, results):
+            by_walk.setdefault(id(p.walk), []).append((p, res))
+        for pairs in by_walk.values():
+            self._apply(r, pairs[0][0].walk, pairs)
+
+    def _generate(self, prompts: list[_Prompt]) -> list[LLMResult]:
+        cfg = self.cfg
+        sampling = Sampling(temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=cfg.seed)
+        requests = []
+        for p in prompts:
+            views = [
+                CandidateView(f"n{j + 1}", n.name, n.tags, n.summary)
+                for j, n in enumerate(p.walk.view.nodes[i] for i in p.cands)
+            ]
+            msgs = SELECT_NODES.render(p.walk.question.question, views, use_summary=cfg.use_summary,
+                                       use_tags=cfg.use_tags)
+            schema = selection_schema(len(p.cands)) if cfg.constrain_ids else NodeSelections
+            requests.append(LLMRequest(messages=msgs, schema=schema, sampling=sampling,
+                                       stage=SELECT_NODES.stage))
+        try:
+            results = list(self.llm.generate(requests))
+            if len(results) != len(requests):
+                raise RuntimeError(f"llm returned {len(results)} results for {len(requests)} requests")
+        except CacheMissError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a crashed batch fails its items, not the run
+            log.exception("selection batch failed")
+            return [LLMResult(error=f"{type(exc).__name__}: {exc}"[:500]) for _ in requests]
+        return results
+
+    def _apply(self, r: int, w: _Walk, pairs: list[tuple[_Prompt, LLMResult]]) -> None:
+        view = w.view
+        all_cands = [c for p, _ in pairs for c in p.cands]
+        rec = RoundLog(round=r, layer=max(view.nodes[c].layer for c in all_cands), candidates=all_cands,
+                       prompts=len(pairs))
+        picked: dict[str, bool] = {}  # store id -> take_all_children
+        for p, res in pairs:
+            rec.prompt_tokens += res.prompt_tokens
+            rec.completion_tokens += res.completion_tokens
+            parsed = res.parsed if res.ok else None
+            if isinstance(parsed, NodeSelections):
+                sels = parsed.selections
+            else:
+                sels = salvage_selections(res.text) if self.cfg.salvage else []
+                if not sels:
+                    rec.failed_prompts += 1
+                    continue
+                rec.salvaged += 1
+            invented = 0
+            for sel in sels:
+                sid = _map_back(sel.id, sel.name, p.cands, view)
+                if sid is None:
+                    invented += 1
+                    continue
+                picked[sid] = picked.get(sid, False) or sel.take_all_children
+            rec.invented += invented
+        w.rounds.append(rec)
+        if rec.failed_prompts == len(pairs):
+            w.done = True
+            if r == 0:
+                w.fallback = "llm_failure"
+            else:
+                w.flags.append("s2_round_failed")
+            return
+        if rec.failed_prompts:
+            w.flags.append("s2_prompt_failed")
+        if not picked:
+            w.done = True
+            if r == 0:
+                w.fallback = "empty_top_selection"
+            return
+        frontier = []
+        for sid, flag in picked.items():
+            subtree = view.descendants(sid) if flag else []
+            if subtree:
+                rec.flagged.append(sid)
+                if self.cfg.include_shortcut_nodes:
+                    w.selected[sid] = None
+                for d in subtree:
+                    w.selected[d] = None
+            else:
+                rec.selected.append(sid)
+                w.selected[sid] = None
+                if view.children.get(sid):
+                    frontier.append(sid)
+        w.frontier = frontier
+        w.done = not frontier
+
+    # ------------------------------------------------------------------ output
+    def _finish(self, walks: list[_Walk]) -> list[System2Result]:
+        caps = ExpandCaps(self.cfg.max_facts_per_entity, self.cfg.max_episodes_per_entity,
+                          self.cfg.max_neighbours_per_entity, self.cfg.max_items_per_type)
+        ok = [w for w in walks if w.fallback is None and w.selected]
+        for w in walks:
+            if w.fallback is None and not w.selected:
+                w.fallback = "nothing_selected"
+        by_group: dict[str, list[_Walk]] = {}
+        for w in ok:
+            by_group.setdefault(w.question.group_id, []).append(w)
+        expanded: dict[int, tuple[list[str], list[str], list[str]]] = {}
+        for gid, group_walks in by_group.items():
+            ents = [[i for i in w.selected if w.view.nodes[i].layer == 0] for w in group_walks]
+            outs = expand_one_hop(self.store, gid, [w.question.question for w in group_walks], ents, caps)
+            for w, out in zip(group_walks, outs):
+                expanded[id(w)] = out
+        results = []
+        for w in walks:
+            q = w.question
+            ctx = RetrievedContext(question_id=q.id, group_id=q.group_id)
+            trav = Traversal(question_id=q.id, group_id=q.group_id, rounds=w.rounds, fallback=w.fallback,
+                             flags=list(dict.fromkeys(w.flags)), selected_nodes=len(w.selected))
+            if w.fallback is not None:
+                ctx.flags = [FALLBACK_FLAG, f"s2_{w.fallback}"]
+            else:
+                facts, episodes, neighbours = expanded[id(w)]
+                nodes = list(w.selected) + [n for n in neighbours if n not in w.selected]
+                nodes = nodes[: self.cfg.max_items_per_type]
+                ctx.entities = [
+                    Hit(id=i, kind=w.view.nodes[i].kind if i in w.view.nodes else "entity", score=1.0,
+                        scores={"s2": 1.0 if i in w.selected else 0.5})
+                    for i in nodes
+                ]
+                ctx.facts = [Hit(id=i, kind="fact", score=0.5, scores={"s2": 0.5}) for i in facts]
+                ctx.episodes = [Hit(id=i, kind="episode", score=0.5, scores={"s2": 0.5}) for i in episodes]
+                ctx.flags = list(trav.flags)
+            trav.counts = {f: len(getattr(ctx, f)) for f in ("entities", "facts", "episodes")}
+            results.append(System2Result(context=ctx, traversal=trav))
+        return results
+
+
+def _map_back(sel_id: str, sel_name: str, cands: list[str], view: HierarchyView) -> str | None:
+    """Store id of a selection: prompt-local id first, then exact name, then normalised name."""
+    sel_id = (sel_id or "").strip()
+    if sel_id.startswith("n") and sel_id[1:].isdigit():
+        j = int(sel_id[1:]) - 1
+        if 0 <= j < len(cands):
+            return cands[j]
+    if sel_id in cands:  # a store id (never shown, but harmless)
+        return sel_id
+    for name in (sel_name, sel_id):
+        name = (name or "").strip()
+        if not name:
+            continue
+        exact = [c for c in cands if view.nodes[c].name == name]
+        if exact:
+            return exact[0]
+        norm = normalize_name(name)
+        loose = [c for c in cands if normalize_name(view.nodes[c].name) == norm]
+        if loose:
+            return loose[0]
+    return None
+
+
+def save_traversals(results: Sequence[System2Result], path) -> None:
+    """Write one traversal log per line (``traversal.jsonl``)."""
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for r in results:
+            fh.write(r.traversal.model_dump_json() + "\n")
+
+
+def selection_cost(results: Sequence[System2Result]) -> dict[str, float]:
+    """Prompt/completion tokens and calls of selection, in total and per query."""
+    n = max(len(results), 1)
+    pt = sum(r.traversal.prompt_tokens for r in results)
+    ct = sum(rd.completion_tokens for r in results for rd in r.traversal.rounds)
+    calls = sum(r.traversal.calls for r in results)
+    rounds = max((len(r.traversal.rounds) for r in results), default=0)
+    return {"queries": len(results), "prompt_tokens": pt, "completion_tokens": ct, "calls": calls,
+            "prompt_tokens_per_query": pt / n, "completion_tokens_per_query": ct / n,
+            "calls_per_query": calls / n, "max_rounds": rounds,
+            "fallbacks": sum(r.fallback for r in results)}

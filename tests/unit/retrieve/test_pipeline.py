@@ -1,0 +1,87 @@
+"""run_retrieval end to end on the hand-built store: System-1 (hashing embedder) + scripted System-2 +
+an overlap reranker, from the plain retrieval config; outputs saved."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from s2_helpers import OverlapReranker, build_store, cid, eid, selector
+
+from mnemis.ingest.embed_items import embed_missing
+from mnemis.models.embed import HashingEmbedder
+from mnemis.models.llm.client import LLM
+from mnemis.models.llm.scripted import ScriptedBackend
+from mnemis.retrieve.pipeline import run_retrieval
+from mnemis.types import Question
+
+HEALTH = "What health problem does Caroline have?"
+
+
+def _cfg(name: str) -> dict:
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    conf = os.path.join(os.path.dirname(__file__), "..", "..", "..", "conf")
+    with initialize_config_dir(config_dir=os.path.abspath(conf), version_base=None):
+        cfg = compose(config_name="config", overrides=[f"retrieval={name}"])
+    return OmegaConf.to_container(cfg.retrieval, resolve=True)
+
+
+@pytest.fixture
+def setup(tmp_path):
+    store = build_store(tmp_path / "m.db")
+    emb = HashingEmbedder()
+    embed_missing(store, emb, kinds=("episode", "entity_summary", "fact"))
+    yield store, emb
+    store.close()
+
+
+def questions():
+    return [Question(group_id="g1", id="a", question=HEALTH, answer="", category="1"),
+            Question(group_id="g1", id="b", question="Unrelated?", answer="", category="2"),
+            Question(group_id="g2", id="c", question="Where did Bob travel?", answer="", category="2")]
+
+
+def test_configs_compose_and_run(setup, tmp_path):
+    store, emb = setup
+    plan = {HEALTH: {"Lifestyle": False, "Health": False, "gastritis": False},
+            "Where did Bob travel?": {"Travel": True}}
+    backend = ScriptedBackend(selector(plan))
+    llm = LLM(backend, max_retries=0)
+    rr = OverlapReranker()
+    cfg = _cfg("mnemis")
+    cfg["system1"]["cache_dir"] = None
+    out = run_retrieval(store, questions(), cfg, embedder=emb, llm=llm, reranker=rr)
+    assert len(rr.calls) == 1 and len(backend.batches) == 3
+    a, b, c = out.contexts
+    assert cid("g1", 1, "Health") in {h.id for h in a.entities}
+    assert "s2_fallback" in b.flags and b.episodes  # System-1 alone
+    assert eid("g2", "Paris") in {h.id for h in c.entities}
+    assert all(len(x.episodes) <= 10 and len(x.entities) <= 20 and len(x.facts) <= 20 for x in out.contexts)
+    assert "## Conversation messages" in out.texts[0]
+    assert set(out.routes()) == {"system1", "system2", "fused"}
+    out.save(tmp_path / "run")
+    trav = [json.loads(x) for x in (tmp_path / "run" / "traversal.jsonl").read_text().splitlines()]
+    assert [t["question_id"] for t in trav] == ["a", "b", "c"]
+    rows = [json.loads(x) for x in (tmp_path / "run" / "contexts.jsonl").read_text().splitlines()]
+    assert rows[0]["text"] == out.texts[0]
+    cost = json.loads((tmp_path / "run" / "selection_cost.json").read_text())
+    assert cost["fallbacks"] == 1 and cost["calls"] == 5
+
+
+def test_system1_reranked_makes_no_llm_calls(setup):
+    store, emb = setup
+    backend = ScriptedBackend(selector({}))
+    cfg = _cfg("system1_reranked")
+    cfg["system1"]["cache_dir"] = None
+    out = run_retrieval(store, questions(), cfg, embedder=emb, llm=LLM(backend), reranker=OverlapReranker())
+    assert backend.batches == [] and out.system2 is None
+    assert all(len(x.episodes) <= 10 for x in out.contexts)
+
+
+def test_system2_only_needs_an_llm(setup):
+    store, emb = setup
+    with pytest.raises(ValueError):
+        run_retrieval(store, questions(), _cfg("system2_only"), embedder=emb, reranker=OverlapReranker())
