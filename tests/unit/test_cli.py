@@ -28,17 +28,18 @@ def test_ids_are_deterministic():
 def test_compose_defaults_and_quickstart():
     cfg = compose(["experiment=quickstart"])
     assert cfg.dataset.name == "locomo" and list(cfg.dataset.slice.groups) == ["conv-26"]
-    assert cfg.cache_mode == "readwrite"
+    assert cfg.cache_mode == "readwrite" and cfg.run_name == "quickstart"
+    assert list(cfg.methods) == ["mnemis", "rag", "full_context"]
 
 
 def test_build_twice_is_idempotent(tmp_path, locomo_path):
-    first = _mnemis(tmp_path, "build", "experiment=quickstart")
+    first = _mnemis(tmp_path, "build", "experiment=quickstart", "methods=[full_context]")
     assert first.returncode == 0, first.stderr
-    assert "35 episodes" in first.stdout
-    second = _mnemis(tmp_path, "build", "experiment=quickstart")
+    assert "18 episodes" in first.stdout
+    second = _mnemis(tmp_path, "build", "experiment=quickstart", "methods=[full_context]")
     assert second.returncode == 0, second.stderr
     summary = json.loads((tmp_path / "run" / "build_summary.json").read_text())
-    assert summary["store_counts"]["conv-26"]["episodes"] == 35
+    assert summary["store_counts"]["conv-26"]["episodes"] == 18
     assert len(list((tmp_path / "artifacts").iterdir())) == 1  # same config hash, same memory
 
 
@@ -49,7 +50,11 @@ def test_unknown_command_and_bad_slice(tmp_path, locomo_path):
     assert res.returncode != 0 and "conv-999" in res.stderr
 
 
-@pytest.mark.parametrize("command", ["report"])
-def test_unavailable_commands_say_so(tmp_path, command):
-    res = _mnemis(tmp_path, command)
-    assert res.returncode != 0 and "not available yet" in res.stderr
+def test_report_needs_a_run_dir(tmp_path):
+    res = _mnemis(tmp_path, "report", f"run_dir={tmp_path}/nope")
+    assert res.returncode != 0 and "is not a run directory" in res.stderr
+
+
+def test_unknown_method_is_refused(tmp_path, locomo_path):
+    res = _mnemis(tmp_path, "eval", "experiment=quickstart", "methods=[telepathy]")
+    assert res.returncode != 0 and "telepathy" in res.stderr

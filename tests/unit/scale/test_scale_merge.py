@@ -1,0 +1,128 @@
+"""Merging shard run dirs reproduces the unsharded run's metrics; mixed configs and duplicates are refused."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from mnemis.eval.harness import finalize_run
+from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, write_records
+from mnemis.models.ledger import Ledger
+from mnemis.scale.merge import MergeError, merge_command, merge_runs, parse_merge_args
+from mnemis.scale.shard import shard_groups, shard_specs
+
+CONFIG = {"command": "run", "methods": ["mnemis", "rag"], "seed": 0, "dataset": {"name": "longmemeval"},
+          "llm": {"backend": {"model": "Qwen/Qwen3-8B"}}, "judge": {"failed": "wrong", "separate_categories": [],
+                                                                     "bootstrap": {"n_boot": 200, "seed": 0}},
+          "paths": {"artifacts_dir": "runs/artifacts"}, "shard": None}
+CATS = ("single-session-user", "multi-session", "temporal-reasoning", "adversarial")
+OPTS = {"separate": (), "n_boot": 200, "seed": 0}
+
+
+def _records(groups: list[str]) -> list[QuestionRecord]:
+    rng = random.Random(7)
+    out = []
+    for method in ("mnemis", "rag"):
+        for k, g in enumerate(groups):
+            lab = rng.random() < (0.6 if method == "mnemis" else 0.4)
+            out.append(QuestionRecord(method=method, question_id=f"{g}:q0", group_id=g, category=CATS[k % 4],
+                                      question="q?", gold="a", answer="a" if lab else "b",
+                                      labels={"main": None if k % 17 == 5 else lab, "other": not lab if k % 3 else lab}))
+    return out
+
+
+def _run_dir(path: Path, records: list[QuestionRecord], shard: str | None, **config_changes) -> Path:
+    path.mkdir(parents=True)
+    cfg = json.loads(json.dumps(CONFIG))
+    cfg.update(shard=shard, paths={"artifacts_dir": str(path / "art")}, **config_changes)
+    (path / "config.json").write_text(json.dumps(cfg))
+    write_records(path / QUESTIONS_FILE, records)
+    groups = sorted({r.group_id for r in records})
+    led = Ledger()
+    led.record("extract_entities", calls=10 * len(groups), prompt_tokens=1000 * len(groups), cache_hits=len(groups))
+    led.record("answer", calls=len(records), prompt_tokens=50 * len(records))
+    (path / "hierarchy_metrics.json").write_text(json.dumps({g: {"layers": 2, "categories": 3} for g in groups}))
+    (path / "recall.json").write_text(json.dumps({"rag": {c: {"direct": 0.5, "reachable": 0.5, "n": 2, "skipped": 0}
+                                                          for c in ("overall",)}}))
+    finalize_run(path, ledger=led, **OPTS)
+    return path
+
+
+@pytest.fixture
+def groups():
+    return [f"q{k:03d}" + ("_abs" if k % 9 == 0 else "") for k in range(26)]
+
+
+def test_merged_shards_equal_the_unsharded_run(tmp_path, groups):
+    records = _records(groups)
+    whole = _run_dir(tmp_path / "whole", records, None)
+    shards = []
+    for spec in shard_specs(3):
+        i, n = map(int, spec.split("/"))
+        keep = set(shard_groups(groups, i, n))
+        shards.append(_run_dir(tmp_path / f"shard{i}", [r for r in records if r.group_id in keep], spec))
+    merged = merge_runs(shards, tmp_path / "merged")
+    expected = json.loads((whole / "metrics.json").read_text())
+    assert json.loads((tmp_path / "merged" / "metrics.json").read_text()) == expected
+    assert merged["mnemis"]["n_groups"] == len(groups)
+    assert expected["mnemis"]["judges"]["main"]["raw"]["overall"]["ci"][0] is not None  # CIs compared too
+    led = json.loads((tmp_path / "merged" / "ledger.json").read_text())
+    assert led["stages"]["extract_entities"]["calls"] == 10 * len(groups)
+    assert led["stages"]["extract_entities"]["cache_hits"] == len(groups)
+    assert led["total"]["calls"] == 10 * len(groups) + len(records)
+    hier = json.loads((tmp_path / "merged" / "hierarchy_metrics.json").read_text())
+    assert sorted(hier) == sorted(groups)
+    recall = json.loads((tmp_path / "merged" / "recall.json").read_text())
+    assert recall["rag"]["overall"] == {"direct": 0.5, "reachable": 0.5, "n": 6, "skipped": 0}
+    report = (tmp_path / "merged" / "report.md").read_text()
+    assert "26 questions in 26 groups" in report and "Cost per stage" in report
+
+
+def test_mixed_configs_are_refused_naming_the_keys(tmp_path, groups):
+    records = _records(groups)
+    a = _run_dir(tmp_path / "a", [r for r in records if r.group_id in set(groups[:10])], "0/2")
+    b = _run_dir(tmp_path / "b", [r for r in records if r.group_id not in set(groups[:10])], "1/2",
+                 llm={"backend": {"model": "Qwen/Qwen3-32B"}}, seed=1)
+    with pytest.raises(MergeError) as err:
+        merge_runs([a, b], tmp_path / "out")
+    msg = str(err.value)
+    assert "llm.backend.model" in msg and "Qwen3-32B" in msg and "seed" in msg
+    assert "paths" not in msg and "shard" not in msg  # keys shards may differ in are ignored
+    assert not (tmp_path / "out" / "metrics.json").exists()
+
+
+def test_duplicate_groups_and_bad_inputs_are_refused(tmp_path, groups):
+    records = _records(groups)
+    a = _run_dir(tmp_path / "a", [r for r in records if r.group_id in set(groups[:14])], "0/2")
+    b = _run_dir(tmp_path / "b", [r for r in records if r.group_id in set(groups[10:])], "1/2")
+    with pytest.raises(MergeError, match="appears in two shards"):
+        merge_runs([a, b], tmp_path / "out")
+    with pytest.raises(MergeError, match="listed twice"):
+        merge_runs([a, a], tmp_path / "out")
+    with pytest.raises(MergeError, match="not run directories"):
+        merge_runs([a, tmp_path / "nope"], tmp_path / "out")
+    with pytest.raises(MergeError, match="no run dirs"):
+        merge_runs([], tmp_path / "out")
+    (tmp_path / "c").mkdir()
+    with pytest.raises(MergeError, match="config.json"):
+        merge_runs([a, tmp_path / "c"], tmp_path / "out")
+
+
+def test_merge_command_line(tmp_path, groups, capsys):
+    records = _records(groups)
+    dirs = []
+    for spec in shard_specs(2):
+        i, n = map(int, spec.split("/"))
+        keep = set(shard_groups(groups, i, n))
+        dirs.append(_run_dir(tmp_path / "sweep" / f"shard_{i}", [r for r in records if r.group_id in keep], spec))
+    (tmp_path / "sweep" / "multirun.yaml").write_text("x")  # sweep-dir litter is skipped by globs
+    assert parse_merge_args([f"runs=[{dirs[0]},{dirs[1]}]", "out=o"]) == ([str(dirs[0]), str(dirs[1])], "o")
+    metrics = merge_command([f"runs=[{tmp_path}/sweep/*]", f"out={tmp_path}/m"])
+    assert metrics["rag"]["n_groups"] == len(groups) and "report.md" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="usage"):
+        merge_command(["runs=[a]"])
+    with pytest.raises(SystemExit, match="appears in two shards"):
+        merge_command([f"runs=[{dirs[0]},{tmp_path}/m]", f"out={tmp_path}/m2"])
