@@ -48,8 +48,29 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     command, rest = args[0], args[1:]
-    sys.argv = [sys.argv[0], f"command={command}", *rest]
+    flags, overrides = _split(rest)
+    sys.argv = [sys.argv[0], *flags, f"command={command}", *overrides]
     _hydra_main()
+
+
+_VALUED_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+                 "--config-dir", "-cd", "--experimental-rerun"}
+
+
+def _split(args: list[str]) -> tuple[list[str], list[str]]:
+    """Hydra's flags (``-m``, ``--cfg job`` ...) first, then the overrides: argparse wants them apart."""
+    flags, overrides, i = [], [], 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("-"):
+            flags.append(a)
+            if a in _VALUED_FLAGS and i + 1 < len(args):
+                flags.append(args[i + 1])
+                i += 1
+        else:
+            overrides.append(a)
+        i += 1
+    return flags, overrides
 
 
 if __name__ == "__main__":

@@ -1,0 +1,38 @@
+"""The main job end to end with a schema-fake LLM and the hashing embedder (plumbing, not quality)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+EXTRACTION = {"extract_entities", "reflect_entities", "extract_facts", "reflect_facts", "resolve_entities",
+              "dedup_facts", "entity_attributes", "categorize", "describe_category"}
+
+
+def test_sweep_over_retrieval_reuses_the_memory(tmp_path, locomo_path):
+    cmd = [
+        sys.executable, "-m", "mnemis.cli", "run", "-m", "experiment=quickstart", "llm=schema_fake",
+        "embedder=hashing", "reranker=cosine", "retrieval.k=5,10", "judge.leniency.enabled=false",
+        f"paths.artifacts_dir={tmp_path}/artifacts", f"paths.cache_dir={tmp_path}/cache",
+        f"paths.shared_data_dir={locomo_path.parent}", f"hydra.sweep.dir={tmp_path}/sweep",
+    ]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    first, second = tmp_path / "sweep" / "0", tmp_path / "sweep" / "1"
+    ledger1 = json.loads((first / "ledger.json").read_text())["stages"]
+    ledger2 = json.loads((second / "ledger.json").read_text())["stages"]
+    assert EXTRACTION & {s for s, v in ledger1.items() if v["calls"]}, "the first job must build the memory"
+    assert not EXTRACTION & {s for s, v in ledger2.items() if v["calls"]}, ledger2  # zero extraction calls
+    assert json.loads((second / "build_summary.json").read_text())["stages"]["base_graph"] == "reused"
+    for job in (first, second):
+        metrics = json.loads((job / "metrics.json").read_text())
+        assert set(metrics) == {"mnemis", "rag", "full_context"}
+        assert (job / "report.md").read_text().count("mnemis") >= 1
+        rows = [json.loads(line) for line in (job / "questions.jsonl").read_text().splitlines()]
+        assert len(rows) == 3 * 4  # 3 methods x the 4 quickstart questions
+    assert json.loads((first / "config.json").read_text())["retrieval"]["k"] == 5
+    assert json.loads((second / "config.json").read_text())["retrieval"]["k"] == 10
+    assert len(list((tmp_path / "artifacts").iterdir())) == 1
