@@ -10,16 +10,14 @@ deterministic. Embeddings live in their own table as float32 blobs and come back
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 from pydantic import BaseModel
 
+from mnemis.store.connection import SQLiteFile
 from mnemis.types import Category, CategoryEdge, Entity, Episode, Fact, Mention, Question
 
 SCHEMA_VERSION = 1
@@ -64,21 +62,13 @@ class StoreError(RuntimeError):
     """A store that cannot be used as asked (wrong schema, bad data); nothing was changed."""
 
 
-class GraphStore:
+class GraphStore(SQLiteFile):
     """The SQLite store of one memory. Safe to share between threads of one process."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
-        self.path = Path(path)
-        if read_only and not self.path.exists():
-            raise StoreError(f"store {self.path} does not exist")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        uri = f"file:{self.path}?mode=ro" if read_only else f"file:{self.path}"
-        self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
-        self._lock = threading.RLock()
-        self._depth = 0
-        if not read_only:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
+        if read_only and not Path(path).exists():
+            raise StoreError(f"store {path} does not exist")
+        super().__init__(path, read_only=read_only)
         self._check_schema(read_only)
 
     # ------------------------------------------------------------------ schema
@@ -101,43 +91,8 @@ class GraphStore:
         if read_only:
             raise StoreError(f"store {self.path} is empty")
         with self.transaction() as cur:
-            for stmt in _SCHEMA.strip().split(";"):
-                if stmt.strip():
-                    cur.execute(stmt)
+            self._create(_SCHEMA)
             cur.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def __enter__(self) -> GraphStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Cursor]:
-        """One transaction; nested calls join the outer one. Rolls back on any exception."""
-        with self._lock:
-            cur = self._conn.cursor()
-            outer = self._depth == 0
-            if outer:
-                cur.execute("BEGIN IMMEDIATE")
-            self._depth += 1
-            try:
-                yield cur
-            except BaseException:
-                self._depth -= 1
-                if outer:
-                    cur.execute("ROLLBACK")
-                raise
-            self._depth -= 1
-            if outer:
-                cur.execute("COMMIT")
-
-    def _rows(self, sql: str, args: Sequence[object]) -> list[tuple]:
-        with self._lock:
-            return self._conn.execute(sql, args).fetchall()
 
     # ------------------------------------------------------------------ meta
     def set_meta(self, key: str, value: object) -> None:

@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from mnemis.config import compose
 from mnemis.types import entity_id, fact_id

@@ -9,15 +9,14 @@ A DELETE only sets ``deleted = 1``; :meth:`Mem0Store.restore` brings a memory ba
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+
+from mnemis.store.connection import SQLiteFile
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -65,47 +64,12 @@ class HistoryRow:
     reason: str
 
 
-class Mem0Store:
+class Mem0Store(SQLiteFile):
     """SQLite store of Mem0 memories for many groups (one file, safe to share between threads)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._lock = threading.RLock()
-        self._depth = 0
-        with self.transaction() as cur:
-            for stmt in SCHEMA.strip().split(";"):
-                if stmt.strip():
-                    cur.execute(stmt)
-
-    def close(self) -> None:
-        self._conn.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Cursor]:
-        """One atomic unit (nested calls join the outer transaction)."""
-        with self._lock:
-            cur = self._conn.cursor()
-            outer = self._depth == 0
-            if outer:
-                cur.execute("BEGIN IMMEDIATE")
-            self._depth += 1
-            try:
-                yield cur
-            except BaseException:
-                self._depth -= 1
-                if outer:
-                    cur.execute("ROLLBACK")
-                raise
-            self._depth -= 1
-            if outer:
-                cur.execute("COMMIT")
-
-    def _rows(self, sql: str, args: Sequence[object] = ()) -> list[tuple]:
-        with self._lock:
-            return self._conn.execute(sql, tuple(args)).fetchall()
+        super().__init__(path)
+        self._create(SCHEMA)
 
     # ---------------------------------------------------------------- memories
     def put_memories(self, memories: Sequence[Memory]) -> None:

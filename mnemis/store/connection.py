@@ -1,0 +1,65 @@
+"""One SQLite connection with WAL, a lock, and nestable transactions (shared by every store file)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class SQLiteFile:
+    """A SQLite database file used from one process (safe to share between its threads)."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        uri = f"file:{self.path}?mode=ro" if read_only else f"file:{self.path}"
+        self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA busy_timeout=30000")
+        if not read_only:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Cursor]:
+        """One transaction; nested calls join the outer one. Rolls back on any exception."""
+        with self._lock:
+            cur = self._conn.cursor()
+            outer = self._depth == 0
+            if outer:
+                cur.execute("BEGIN IMMEDIATE")
+            self._depth += 1
+            try:
+                yield cur
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    cur.execute("ROLLBACK")
+                raise
+            self._depth -= 1
+            if outer:
+                cur.execute("COMMIT")
+
+    def _rows(self, sql: str, args: Sequence[object] = ()) -> list[tuple]:
+        with self._lock:
+            return self._conn.execute(sql, tuple(args)).fetchall()
+
+    def _create(self, schema: str) -> None:
+        with self.transaction() as cur:
+            for stmt in schema.strip().split(";"):
+                if stmt.strip():
+                    cur.execute(stmt)
