@@ -10,3 +10,15 @@ class DataError(ValueError):
         super().__init__(f"{where}: {problem}")
         self.where = where
         self.problem = problem
+
+
+def require(obj: object, key: str, typ: type | tuple[type, ...], where: str):
+    """``obj[key]`` checked to be of ``typ``; a ``DataError`` naming ``where.key`` otherwise."""
+    if not isinstance(obj, dict):
+        raise DataError(where, f"expected an object, got {type(obj).__name__}")
+    if key not in obj:
+        raise DataError(f"{where}.{key}", "missing field")
+    value = obj[key]
+    if not isinstance(value, typ):
+        raise DataError(f"{where}.{key}", f"expected {getattr(typ, '__name__', typ)}, got {type(value).__name__}")
+    return value

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from mnemis.data.errors import DataError
+from mnemis.data.errors import DataError, require
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -51,17 +51,6 @@ def _parse_date(text: Any, where: str) -> datetime:
         raise DataError(where, f"unparseable date {text!r} (expected '%I:%M %p on %d %B, %Y')") from None
 
 
-def _field(obj: Any, key: str, typ: type | tuple[type, ...], where: str) -> Any:
-    if not isinstance(obj, dict):
-        raise DataError(where, f"expected an object, got {type(obj).__name__}")
-    if key not in obj:
-        raise DataError(f"{where}.{key}", "missing field")
-    value = obj[key]
-    if not isinstance(value, typ):
-        raise DataError(f"{where}.{key}", f"expected {getattr(typ, '__name__', typ)}, got {type(value).__name__}")
-    return value
-
-
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -91,17 +80,17 @@ def load_locomo(path: str | Path | None = None, *, verify_checksum: bool = True)
     groups: list[str] = []
     for ci, sample in enumerate(raw):
         where = f"{file.name}[{ci}]"
-        gid = _field(sample, "sample_id", str, where)
+        gid = require(sample, "sample_id", str, where)
         where = f"{file.name}:{gid}"
         if gid in groups:
             raise DataError(where, "duplicate sample_id")
         groups.append(gid)
-        conv = _field(sample, "conversation", dict, where)
-        speakers = {_field(conv, "speaker_a", str, f"{gid}.conversation"), _field(conv, "speaker_b", str, f"{gid}.conversation")}
+        conv = require(sample, "conversation", dict, where)
+        speakers = {require(conv, "speaker_a", str, f"{gid}.conversation"), require(conv, "speaker_b", str, f"{gid}.conversation")}
         group_eps = _load_sessions(gid, conv, speakers)
         episodes.extend(group_eps)
         known = {e.source_id for e in group_eps}
-        qa = _field(sample, "qa", list, where)
+        qa = require(sample, "qa", list, where)
         for qi, item in enumerate(qa):
             questions.append(_load_question(gid, qi, item, known, warnings, sessions_end=group_eps[-1].valid_at if group_eps else None))
     if warnings.get("evidence_unknown_id"):
@@ -114,13 +103,13 @@ def _load_sessions(gid: str, conv: dict[str, Any], speakers: set[str]) -> list[E
     out: list[Episode] = []
     for s in numbers:
         key = f"session_{s}"
-        turns = _field(conv, key, list, gid)
+        turns = require(conv, key, list, gid)
         start = _parse_date(conv.get(f"{key}_date_time"), f"{gid} {key}_date_time")
         for t, turn in enumerate(turns):
             where = f"{gid} {key}[{t}]"
-            speaker = _field(turn, "speaker", str, where)
-            text = _field(turn, "text", str, where)
-            dia_id = _field(turn, "dia_id", str, where)
+            speaker = require(turn, "speaker", str, where)
+            text = require(turn, "text", str, where)
+            dia_id = require(turn, "dia_id", str, where)
             if speaker not in speakers:
                 raise DataError(f"{where}.speaker", f"{speaker!r} is neither speaker_a nor speaker_b")
             content = f"{speaker}: {text}"
@@ -150,8 +139,8 @@ def _load_question(
     gid: str, qi: int, item: Any, known: set[str], warnings: dict[str, int], sessions_end: datetime | None
 ) -> Question:
     where = f"{gid} qa[{qi}]"
-    text = _field(item, "question", str, where)
-    cat = _field(item, "category", int, where)
+    text = require(item, "question", str, where)
+    cat = require(item, "category", int, where)
     if cat not in CATEGORIES:
         raise DataError(f"{where}.category", f"unknown category {cat} (expected 1-5)")
     if cat == 5:

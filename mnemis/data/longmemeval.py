@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from mnemis.data.errors import DataError
+from mnemis.data.errors import DataError, require
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -54,16 +54,6 @@ def parse_lme_date(text: Any, where: str) -> datetime:
     raise DataError(where, f"unparseable date {text!r} (expected like '2023/05/20 (Sat) 02:21')")
 
 
-def _get(obj: Any, key: str, typ: type | tuple[type, ...], where: str) -> Any:
-    if not isinstance(obj, dict):
-        raise DataError(where, f"expected an object, got {type(obj).__name__}")
-    if key not in obj:
-        raise DataError(f"{where}.{key}", "missing field")
-    if not isinstance(obj[key], typ):
-        raise DataError(f"{where}.{key}", f"expected {getattr(typ, '__name__', typ)}, got {type(obj[key]).__name__}")
-    return obj[key]
-
-
 def load_longmemeval(path: str | Path, *, download: bool = False, variant: str = "s") -> Dataset:
     """Load LongMemEval; every question instance is its own group (its haystack is its memory)."""
     file = Path(path)
@@ -83,13 +73,13 @@ def load_longmemeval(path: str | Path, *, download: bool = False, variant: str =
     groups: list[str] = []
     for qi, item in enumerate(raw):
         where = f"{file.name}[{qi}]"
-        qid = str(_get(item, "question_id", (str, int), where))
+        qid = str(require(item, "question_id", (str, int), where))
         where = f"{file.name}:{qid}"
         if qid in groups:
             raise DataError(where, "duplicate question_id")
-        sids = _get(item, "haystack_session_ids", list, where)
-        dates = _get(item, "haystack_dates", list, where)
-        sessions = _get(item, "haystack_sessions", list, where)
+        sids = require(item, "haystack_session_ids", list, where)
+        dates = require(item, "haystack_dates", list, where)
+        sessions = require(item, "haystack_sessions", list, where)
         if not (len(sids) == len(dates) == len(sessions)):
             raise DataError(
                 where, f"haystack_session_ids/dates/sessions lengths differ ({len(sids)}/{len(dates)}/{len(sessions)})"
@@ -103,8 +93,8 @@ def load_longmemeval(path: str | Path, *, download: bool = False, variant: str =
                 raise DataError(f"{where}.haystack_sessions[{si}]", "expected a list of turns")
             for ti, turn in enumerate(turns):
                 tw = f"{where}.haystack_sessions[{si}][{ti}]"
-                role = _get(turn, "role", str, tw)
-                content = _get(turn, "content", str, tw)
+                role = require(turn, "role", str, tw)
+                content = require(turn, "content", str, tw)
                 source_id = f"S{si + 1}:{ti + 1}"
                 ep = Episode(
                     id=Episode.make_id(qid, source_id),
@@ -123,16 +113,16 @@ def load_longmemeval(path: str | Path, *, download: bool = False, variant: str =
                     evidence.append(ep.id)
         groups.append(qid)
         episodes.extend(group_eps)
-        qtype = _get(item, "question_type", str, where)
+        qtype = require(item, "question_type", str, where)
         questions.append(
             Question(
                 id=f"{qid}:q0",
                 group_id=qid,
-                question=str(_get(item, "question", (str, int), where)),
-                answer=str(_get(item, "answer", (str, int, float), where)),
+                question=str(require(item, "question", (str, int), where)),
+                answer=str(require(item, "answer", (str, int, float), where)),
                 category=qtype,
                 evidence=evidence,
-                question_date=parse_lme_date(_get(item, "question_date", str, where), f"{where}.question_date"),
+                question_date=parse_lme_date(require(item, "question_date", str, where), f"{where}.question_date"),
                 index=0,
                 abstention=qid.endswith("_abs"),
             )
