@@ -6,13 +6,14 @@ import logging
 import os
 import sys
 
-COMMANDS = ("build", "eval", "run", "report")
+COMMANDS = ("build", "eval", "run", "report", "merge")
 USAGE = (
-    "usage: mnemis {build,eval,run,report} [key=value ...] [-m for a multirun sweep]\n"
+    "usage: mnemis {build,eval,run,report,merge} [key=value ...] [-m for a multirun sweep]\n"
     "  build   ingest the dataset into a memory (store, base graph, hierarchy)\n"
     "  eval    retrieve, answer, judge and score on a built memory\n"
     "  run     build (reused when present) then eval: the main job\n"
     "  report  regenerate the report of a run directory: mnemis report run_dir=runs/...\n"
+    "  merge   combine shard run dirs: mnemis merge runs=[dir1,dir2,...] out=dir\n"
 )
 
 
@@ -48,6 +49,11 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     command, rest = args[0], args[1:]
+    if command == "merge":
+        from mnemis.scale.merge import merge_command
+
+        merge_command(rest)
+        return
     flags, overrides = _split(rest)
     sys.argv = [sys.argv[0], *flags, f"command={command}", *overrides]
     _hydra_main()

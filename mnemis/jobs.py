@@ -18,6 +18,7 @@ from typing import Any
 
 from mnemis.config import build, config_hash, to_plain
 from mnemis.data.load import load_dataset
+from mnemis.scale.shard import restrict_dataset, sharded_address
 from mnemis.store import GraphStore
 from mnemis.types import Dataset, Question
 
@@ -31,17 +32,18 @@ _MODELS: dict[str, Any] = {}  # process-level model cache (one engine per config
 
 
 def build_address(plain: dict[str, Any]) -> str:
-    return config_hash(plain, [k for k in BUILD_KEYS if k in plain])
+    return sharded_address(config_hash(plain, [k for k in BUILD_KEYS if k in plain]), plain)
 
 
 def load_configured_dataset(plain: dict[str, Any]) -> Dataset:
     ds = plain["dataset"]
     sl = ds.get("slice") or {}
-    return load_dataset(
+    data = load_dataset(
         ds["name"], ds.get("path"), download=bool(ds.get("download", False)), groups=sl.get("groups"),
         max_groups=sl.get("max_groups"), sessions=sl.get("sessions"), max_questions=sl.get("max_questions"),
         categories=sl.get("categories"),
     )
+    return restrict_dataset(data, plain.get("shard"))
 
 
 def artifact_dir(plain: dict[str, Any]) -> Path:
@@ -261,7 +263,7 @@ def _headline(m: Any) -> str:
     try:
         judge = next(iter(m["judges"].values()))
         o = judge["raw"]["overall"]
-        return f"accuracy {o['accuracy']:.3f} on {o['n']} questions (categories 1-4)"
+        return f"accuracy {o['accuracy']:.3f} on {o['total']} questions (judge {next(iter(m['judges']))})"
     except (KeyError, TypeError, StopIteration, AttributeError):
         return json.dumps(m, default=str)[:200]
 

@@ -66,7 +66,8 @@ def _totals(run: dict[str, Any]) -> dict[str, Any]:
     return {"wall_s": round(run["wall_s"], 2), "groups": groups,
             "wall_s_per_group": round(run["wall_s"] / max(groups, 1), 4),
             "peak_rss_mb_per_process": [round(sh["peak_rss_mb"], 1) for sh in run["shards"]],
-            "shard_wall_s": [round(sh["wall_s"], 2) for sh in run["shards"]], "total": tot, "stages": stages,
+            "shard_wall_s": [round(sh["wall_s"], 2) for sh in run["shards"]],
+            "shard_cpu_s": [round(sh["cpu_s"], 2) for sh in run["shards"]], "total": tot, "stages": stages,
             "entities": sum(c["entities"] for sh in run["shards"] for c in sh["counts"].values()),
             "facts": sum(c["facts"] for sh in run["shards"] for c in sh["counts"].values())}
 
@@ -118,6 +119,9 @@ def main() -> None:
                                for st in runs["reuse_1"]["stages"] if st in runs["no_reuse"]["stages"]}},
         "scaling": {"wall_s_1_worker": runs["reuse_1"]["wall_s"], "wall_s_2_workers": runs["reuse_2"]["wall_s"],
                     "speedup": round(runs["reuse_1"]["wall_s"] / max(runs["reuse_2"]["wall_s"], 1e-9), 3),
+                    "cpu_s_1_worker": sum(runs["reuse_1"]["shard_cpu_s"]),
+                    "cpu_s_2_workers": sum(runs["reuse_2"]["shard_cpu_s"]),
+                    "load_avg_at_end": os.getloadavg()[0], "cpus": os.cpu_count(),
                     "cross_shard_cache_hits_2_workers": runs["reuse_2"]["total"]["cache_hits"]},
         "proposed_fixes": args.proposed_fixes,
         "command": "python " + " ".join(sys.argv),

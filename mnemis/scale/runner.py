@@ -50,7 +50,7 @@ class BatchedWritesLLM(LLM):
 
     The stock client commits each reply on its own (``LLM._store``); on a 100K-request build that is
     100K SQLite transactions. This is the minimal fix proposed for ``client.py``, kept here so the
-    benchmark can measure both (``MNEMIS_BATCH_CACHE_WRITES=1``).
+    benchmark can measure both (``MNEMIS_SCALE_FIXES=1``).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -91,6 +91,12 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def cpu_s() -> float:
+    """User + system CPU seconds of this process so far."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def run_shard(data: str | Path, shard: str | None, store_path: str | Path, cache_dir: str | Path | None, *,
               delay_s: float = 0.0, context_window: int = 3, embed_dim: int = 64,
               fixes: bool = False) -> dict[str, Any]:
@@ -112,7 +118,7 @@ def run_shard(data: str | Path, shard: str | None, store_path: str | Path, cache
         counts = {g: store.counts(g) for g in ds.groups}
     wall = time.perf_counter() - t0
     return {"shard": shard, "proposed_fixes": fixes, "groups": len(ds.groups), "episodes": len(ds.episodes), "wall_s": wall,
-            "wall_s_per_group": wall / max(len(ds.groups), 1), "peak_rss_mb": peak_rss_mb(),
+            "wall_s_per_group": wall / max(len(ds.groups), 1), "cpu_s": cpu_s(), "peak_rss_mb": peak_rss_mb(),
             "ledger": llm.ledger.to_dict(), "stats": stats.to_dict(), "counts": counts}
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 EXTRACTION = {"extract_entities", "reflect_entities", "extract_facts", "reflect_facts", "resolve_entities",
-              "dedup_facts", "entity_attributes", "categorize", "describe_category"}
+              "dedup_facts", "entity_attributes", "hierarchy.categorize", "hierarchy.reask", "hierarchy.describe"}
 
 
 def test_sweep_over_retrieval_reuses_the_memory(tmp_path, locomo_path):

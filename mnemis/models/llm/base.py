@@ -8,6 +8,7 @@ result list has the same order. Backends only turn messages into text
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -34,7 +35,13 @@ class LLMRequest(BaseModel):
     stage: str = "default"
 
     def json_schema(self) -> dict[str, Any] | None:
-        return self.schema_.model_json_schema() if self.schema_ is not None else None
+        return _json_schema(self.schema_) if self.schema_ is not None else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _json_schema(cls: type[BaseModel]) -> dict[str, Any]:
+    """A schema class's JSON schema, built once (callers must not mutate it)."""
+    return cls.model_json_schema()
 
 
 class Completion(BaseModel):

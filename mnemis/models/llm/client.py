@@ -191,6 +191,7 @@ class LLM:
         last_err: dict[int, str] = {}
         current = {i: list(requests[i].messages) for i in send}
         pending = list(send)
+        to_store: list[tuple[str, str, str, CachedReply]] = []  # written in one transaction per round
         round_no = 0
         while pending:
             batch = [requests[i].model_copy(update={"messages": current[i]}) for i in pending]
@@ -221,7 +222,8 @@ class LLM:
                         completion_tokens=used[i][1], retries=attempts[i],
                     )
                     if self.cache is not None:
-                        self._store(keys[i], req.stage, text, comp)
+                        to_store.append((keys[i], self.model_id, req.stage,
+                                         CachedReply(text, comp.prompt_tokens, comp.completion_tokens)))
                     continue
                 last_text[i], last_err[i] = text, err
                 if round_no < self.max_retries:
@@ -237,6 +239,8 @@ class LLM:
                     )
             pending = still
             round_no += 1
+            self._store(to_store)
+            to_store = []
 
         for i, j in followers.items():
             src = results[j]
@@ -258,11 +262,11 @@ class LLM:
         return [c if isinstance(c, Completion) else Completion(text="", error=f"bad completion {c!r}"[:200])
                 for c in out]
 
-    def _store(self, key: str, stage: str, text: str, comp: Completion) -> None:
-        assert self.cache is not None
+    def _store(self, items: list[tuple[str, str, str, CachedReply]]) -> None:
+        if self.cache is None or not items:
+            return
         try:
-            self.cache.put_many([(key, self.model_id, stage, CachedReply(text, comp.prompt_tokens,
-                                                                         comp.completion_tokens))])
+            self.cache.put_many(items)
         except Exception:  # noqa: BLE001 - a cache write failure must not lose the result
             import logging
 
