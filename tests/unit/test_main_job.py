@@ -16,6 +16,7 @@ def test_sweep_over_retrieval_reuses_the_memory(tmp_path, locomo_path):
     cmd = [
         sys.executable, "-m", "mnemis.cli", "run", "-m", "experiment=quickstart", "llm=schema_fake",
         "embedder=hashing", "reranker=cosine", "retrieval.k=5,10", "judge.leniency.enabled=false",
+        "methods=[mnemis,rag,full_context,mem0]",
         f"paths.artifacts_dir={tmp_path}/artifacts", f"paths.cache_dir={tmp_path}/cache",
         f"paths.shared_data_dir={locomo_path.parent}", f"hydra.sweep.dir={tmp_path}/sweep",
     ]
@@ -29,10 +30,10 @@ def test_sweep_over_retrieval_reuses_the_memory(tmp_path, locomo_path):
     assert json.loads((second / "build_summary.json").read_text())["stages"]["base_graph"] == "reused"
     for job in (first, second):
         metrics = json.loads((job / "metrics.json").read_text())
-        assert set(metrics) == {"mnemis", "rag", "full_context"}
+        assert set(metrics) == {"mnemis", "rag", "full_context", "mem0"}  # one report, every method
         assert (job / "report.md").read_text().count("mnemis") >= 1
         rows = [json.loads(line) for line in (job / "questions.jsonl").read_text().splitlines()]
-        assert len(rows) == 3 * 4  # 3 methods x the 4 quickstart questions
+        assert len(rows) == 4 * 4  # 4 methods x the 4 quickstart questions
     assert json.loads((first / "config.json").read_text())["retrieval"]["k"] == 5
     assert json.loads((second / "config.json").read_text())["retrieval"]["k"] == 10
     assert len(list((tmp_path / "artifacts").iterdir())) == 1
