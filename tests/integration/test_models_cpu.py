@@ -86,3 +86,11 @@ def test_smollm2_reranker_range_and_order_invariance(smollm2_reranker):
     s_perm = smollm2_reranker.score([q] * 4, [docs[i] for i in perm])
     assert np.allclose(s_perm, s[perm], atol=1e-4)
     assert smollm2_reranker.score(q, []).shape == (0,)
+
+
+def test_minilm_small_batch_path_equals_encode(minilm):
+    texts = ["When did Caroline go to the support group?", "Melanie painted a lake sunrise."]
+    fast = minilm.encode(texts, kind="query")
+    slow = minilm.encode(texts * 5, kind="query")[:2]  # 10 texts: the batched encode() path
+    assert fast.shape == (2, 384)
+    np.testing.assert_allclose(fast, slow, atol=1e-5)
