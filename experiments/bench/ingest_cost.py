@@ -2,7 +2,7 @@
 
 The cost measurement of the README (``test_base_graph_cpu.py`` imports its helpers)::
 
-    HF_HUB_OFFLINE=1 python experiments/bench/ingest_cost.py --sessions 1 2 --out /tmp/ingest_cost.json
+    HF_HUB_OFFLINE=1 python experiments/bench/ingest_cost.py --sessions 1 2 --out runs/ingest_cost.json
 
 Defaults: SmolLM2-135M through vLLM on CPU (``gpu_memory_utilization=0.15``), MiniLM embeddings, a fresh
 response cache (so the ledger counts every token the model really read).
@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--group", default="conv-26")
     ap.add_argument("--sessions", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--turns", type=int, default=None, help="only the first N turns of the slice")
-    ap.add_argument("--workdir", default="/tmp/mnemis-ingest-cost")
+    ap.add_argument("--workdir", default="runs/ingest-cost")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 CONF = Path(__file__).resolve().parents[3] / "conf"
 GROUPS = ("llm", "embedder", "reranker")
 FILES = sorted(p for g in GROUPS for p in (CONF / g).glob("*.yaml"))
-DUMMY = {"paths": {"cache_dir": "/tmp/mnemis-cache"}, "cache_mode": "readwrite"}
+DUMMY = {"paths": {"cache_dir": "cache-root"}, "cache_mode": "readwrite"}
 
 
 def _import(target: str):
@@ -59,7 +59,7 @@ def test_config_binds_to_target(path):
     node = OmegaConf.to_container(cfg.node, resolve=True)
     assert _check(node, str(path.relative_to(CONF))) >= 1
     if path.parent.name == "llm":
-        assert node["cache_dir"] == "/tmp/mnemis-cache/llm" and "backend" in node
+        assert node["cache_dir"] == "cache-root/llm" and "backend" in node
 
 
 def test_cosine_partial_builds_with_embedder():

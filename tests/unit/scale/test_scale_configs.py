@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
-DUMMY = {"paths": {"cache_dir": "/tmp/mnemis-cache"}, "cache_mode": "readwrite"}
+DUMMY = {"paths": {"cache_dir": "cache-root"}, "cache_mode": "readwrite"}
 NEW = ("qwen3_32b_vllm_tp4", "qwen3_8b_vllm_dp4", "vllm_serve_shared")
 
 
@@ -30,7 +30,7 @@ def _bind(node: dict) -> None:
 def _compose(name: str) -> dict:
     from mnemis.config import compose
 
-    cfg = compose([f"llm={name}", "paths.cache_dir=/tmp/mnemis-cache"])
+    cfg = compose([f"llm={name}", "paths.cache_dir=cache-root"])
     return OmegaConf.to_container(cfg.llm, resolve=True)
 
 
@@ -38,7 +38,7 @@ def _compose(name: str) -> dict:
 def test_llm_config_composes_and_binds(name):
     node = _compose(name)
     _bind(node)
-    assert node["cache_dir"] == "/tmp/mnemis-cache/llm" and node["cache_mode"] == "readwrite"
+    assert node["cache_dir"] == "cache-root/llm" and node["cache_mode"] == "readwrite"
 
 
 def test_parallelism_values():
