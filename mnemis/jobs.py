@@ -172,6 +172,9 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models) -> dict[str, Any]
     judge_cfg = plain["judge"]
     judges = models.judges(judge_cfg.get("judges") or ["main"])
     questions = list(data.questions)
+    if not questions:
+        raise SystemExit(f"mnemis {plain['command']}: the dataset slice has no questions (a question is kept only "
+                         "when all its evidence lies inside the slice); widen dataset.slice")
     path = artifact_dir(plain) / plain["store"]["filename"]
     tracker = make_tracker(plain.get("tracker"), dir=str(out))
     tracker.log_config(plain)
