@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(REPO / "experiments/results/system1_recall.json"))
     ap.add_argument("--cache", default=str(REPO / ".cache/system1_recall"))
     ap.add_argument("--quick", action="store_true", help="baselines and the default only (no sweep)")
+    ap.add_argument("--query-precision", default="auto", choices=["auto", "same", "int8", "bfloat16"],
+                    help="weights that embed the questions (documents are always fp32); auto = int8 on CPU")
     ap.add_argument("--embed-context", action="store_true",
                     help="also embed turns with one neighbour on each side (a second 5,882-text embedding pass)")
     args = ap.parse_args(argv)
@@ -75,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     questions = [q for q in ds.questions if q.category != "adversarial"]
     gold = [q.evidence for q in questions]
     cats = [q.category for q in questions]
-    emb = CachedQueries(SentenceTransformerEmbedder("minilm", device="cpu"))
+    emb = CachedQueries(SentenceTransformerEmbedder("minilm", device="cpu", query_precision=args.query_precision))
+    query_precision = emb.inner.query_precision
     stores: dict[str, GraphStore] = {}
 
     def store_for(recipe: EpisodeRecipe) -> GraphStore:
@@ -93,14 +96,17 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     halves = {"first5": set(ds.groups[:5]), "last5": set(ds.groups[5:])}
 
-    def evaluate(name: str, embed: EpisodeRecipe = EMBED_RECIPE, bm25_recipe: EpisodeRecipe = BM25_RECIPE, **kw) -> dict:
-        ranked, secs = run_config(store_for(embed), emb, questions, recipe=bm25_recipe, **kw)
+    def evaluate(name: str, embed: EpisodeRecipe = EMBED_RECIPE, bm25_recipe: EpisodeRecipe = BM25_RECIPE,
+                 embedder=None, **kw) -> dict:
+        ranked, secs = run_config(store_for(embed), embedder or emb, questions, recipe=bm25_recipe, **kw)
         m = evidence_recall(ranked, gold, cats)
         split = {}
         for half, groups in halves.items():
             sel = [i for i, q in enumerate(questions) if q.group_id in groups]
             split[half] = evidence_recall([ranked[i] for i in sel], [gold[i] for i in sel])["overall"]
-        results[name] = {"config": {"embed_recipe": asdict(embed), "bm25_recipe": asdict(bm25_recipe), **kw},
+        precision = (embedder or emb).inner.query_precision
+        results[name] = {"config": {"embed_recipe": asdict(embed), "bm25_recipe": asdict(bm25_recipe),
+                                    "query_precision": precision, **kw},
                          "metrics": m, "by_half": split, "search_s": round(secs, 2)}
         o = m["overall"]
         print(f"{name:28s} R@5 {o['recall@5']:.3f} R@10 {o['recall@10']:.3f} R@20 {o['recall@20']:.3f} "
@@ -116,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     evaluate("rrf_plain_k60", bm25_recipe=turn, rrf_k=60, **plain)
     evaluate("rrf_plain_k0", bm25_recipe=turn, rrf_k=0, **plain)
     default = evaluate("default")  # System1 defaults: BM25_RECIPE text, weights cosine 1 / bm25 2, k_rrf 10
+
+    for other in ("same", "int8", "bfloat16"):  # what the query weights cost (documents stay fp32)
+        if other != query_precision:
+            alt = CachedQueries(SentenceTransformerEmbedder("minilm", device="cpu", query_precision=other))
+            evaluate(f"minilm_query_{other}", bm25_recipe=turn, bm25=False, embedder=alt, **plain)
+            evaluate(f"default_query_{other}", embedder=alt)
 
     rrf_k_sweep = {}
     if not args.quick:
@@ -138,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "LoCoMo episode-route evidence recall, categories 1-4 (recall@k = share of gold evidence turns in the top k)",
         "questions": len(questions),
         "embedder": emb.model_id,
+        "query_precision": query_precision,
         "machine": {"cpu_count": os.cpu_count(), "python": sys.version.split()[0], "platform": platform.platform()},
         "default": default,
         "baselines": {k: results[k]["metrics"] for k in ("bm25", "bm25_stemmed", "minilm", "rrf_plain_k60", "rrf_plain_k0")},

@@ -86,10 +86,17 @@ class SentenceTransformerEmbedder:
         dim: Matryoshka truncation to the first ``dim`` dimensions (None = full size).
         query_instruction: text prepended to queries only.
         normalize: L2-normalise rows (always re-applied after truncation).
+        query_precision: weights used for ``kind="query"`` only; documents always use ``dtype``.
+            "same" = the document model; "int8" = dynamic int8 quantisation of every Linear layer
+            (CPU only; queries go one per forward pass so a vector never depends on its batch); "bfloat16" = a bf16 copy (fast only on CPUs with AVX512-BF16/AMX);
+            "auto" = "int8" on CPU, "same" on CUDA. A single short query on CPU is bound by reading the
+            weights, so int8 reads a quarter of the bytes: see experiments/bench/system1_latency.py for
+            the latency and experiments/bench/system1_recall.py for the recall it costs.
     """
 
     def __init__(self, model: str = MINILM, *, device: str = "auto", dtype: str = "auto", batch_size: int = 64,
-                 dim: int | None = None, query_instruction: str | None = None, normalize: bool = True) -> None:
+                 dim: int | None = None, query_instruction: str | None = None, normalize: bool = True,
+                 query_precision: QueryPrecision = "same") -> None:
         from sentence_transformers import SentenceTransformer
 
         if model == MINILM:
@@ -113,6 +120,8 @@ class SentenceTransformerEmbedder:
         self.normalize = normalize
         local = Path(path) if Path(path).exists() else None
         self.model_id = f"{model_identity(name, local)}:{self.dim}"
+        self.query_precision = resolve_query_precision(query_precision, self.device)
+        self._query_model = query_model(self._model, self.query_precision)
 
     def encode(self, texts: Sequence[str], *, kind: Kind = "document") -> np.ndarray:
         _check_kind(kind)
@@ -121,21 +130,59 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         if kind == "query" and self.query_instruction:
             texts = [self.query_instruction + t for t in texts]
-        if len(texts) <= 8:  # a few queries: one direct forward pass (encode()'s batching costs ~3 ms)
-            emb = self._forward(texts)
+        model = self._query_model if kind == "query" else self._model
+        if kind == "query" and self.query_precision == "int8":
+            # dynamic int8 scales activations per tensor, so a padded batch would change each row: one
+            # query per forward pass keeps a query's vector independent of what it is batched with
+            emb = np.concatenate([self._forward(model, [t]) for t in texts])
+        elif len(texts) <= 8:  # a few queries: one direct forward pass (encode()'s batching costs ~3 ms)
+            emb = self._forward(model, texts)
         else:
-            emb = self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
-                                     show_progress_bar=False, normalize_embeddings=False)
+            emb = model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                               show_progress_bar=False, normalize_embeddings=False)
         emb = np.asarray(emb, dtype=np.float32)[:, : self.dim]
         return _l2(emb) if self.normalize else emb
 
-    def _forward(self, texts: list[str]) -> np.ndarray:
+    def _forward(self, model, texts: list[str]) -> np.ndarray:
         import torch
 
         with torch.inference_mode():
-            features = self._model.tokenize(texts)
-            features = {k: v.to(self._model.device) if hasattr(v, "to") else v for k, v in features.items()}
-            return self._model(features)["sentence_embedding"].float().cpu().numpy()
+            prep = model.preprocess if hasattr(model, "preprocess") else model.tokenize
+            features = prep(texts)
+            features = {k: v.to(model.device) if hasattr(v, "to") else v for k, v in features.items()}
+            return model(features)["sentence_embedding"].float().cpu().numpy()
+
+
+QueryPrecision = Literal["auto", "same", "int8", "bfloat16"]
+
+
+def resolve_query_precision(precision: str, device: str) -> str:
+    """``"auto"`` -> "int8" on CPU, "same" elsewhere; int8 on a GPU device is refused (dynamic int8 is CPU-only)."""
+    if precision not in ("auto", "same", "int8", "bfloat16"):
+        raise ValueError(f"query_precision must be one of auto, same, int8, bfloat16; got {precision!r}")
+    on_cpu = device == "cpu"
+    if precision == "auto":
+        return "int8" if on_cpu else "same"
+    if precision == "int8" and not on_cpu:
+        raise ValueError(f"query_precision=int8 needs device=cpu (dynamic int8 kernels are CPU-only), got {device!r}")
+    return precision
+
+
+def query_model(model, precision: str):
+    """The module that embeds queries: ``model`` itself, or a quantised / bf16 copy (weights shared otherwise)."""
+    if precision == "same":
+        return model
+    import copy
+    import warnings
+
+    import torch
+
+    clone = copy.deepcopy(model).eval()
+    if precision == "bfloat16":
+        return clone.to(torch.bfloat16)
+    with warnings.catch_warnings():  # torch.ao eager quantisation warns that it is moving to torchao
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(clone, {torch.nn.Linear}, dtype=torch.qint8)
 
 
 class Qwen3Embedder:

@@ -94,3 +94,21 @@ def test_minilm_small_batch_path_equals_encode(minilm):
     slow = minilm.encode(texts * 5, kind="query")[:2]  # 10 texts: the batched encode() path
     assert fast.shape == (2, 384)
     np.testing.assert_allclose(fast, slow, atol=1e-5)
+
+
+def test_minilm_int8_queries_keep_documents_and_ranking(minilm):
+    from mnemis.models.embed import SentenceTransformerEmbedder
+
+    q8 = SentenceTransformerEmbedder("minilm", device="cpu", query_precision="auto")  # auto = int8 on CPU
+    assert q8.query_precision == "int8" and q8.model_id == minilm.model_id  # stored document vectors stay valid
+    docs = ["The weather is sunny in Madrid.", "Caroline adopted a puppy named Max.", "Quarterly revenue grew.",
+            "Melanie painted a sunrise over the lake last week."]
+    np.testing.assert_array_equal(q8.encode(docs, kind="document"), minilm.encode(docs, kind="document"))
+    queries = ["What is the name of Caroline's dog?", "What did Melanie paint?", "How did revenue change?"]
+    fp32, int8 = minilm.encode(queries, kind="query"), q8.encode(queries, kind="query")
+    assert int8.shape == (3, 384) and np.allclose(np.linalg.norm(int8, axis=1), 1.0, atol=1e-5)
+    cos = (fp32 * int8).sum(axis=1)
+    assert (cos > 0.9).all() and (cos < 1 - 1e-4).all(), cos  # close, and really a different (quantised) model
+    d = minilm.encode(docs, kind="document")
+    assert ((int8 @ d.T).argmax(axis=1) == [1, 3, 2]).all()
+    np.testing.assert_allclose(q8.encode(queries[:1], kind="query"), int8[:1], atol=1e-5)  # batch-independent
