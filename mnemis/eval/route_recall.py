@@ -8,7 +8,10 @@ with gold evidence:
 - ``direct`` = |gold ∩ returned episodes| / |gold|;
 - ``reachable`` = |gold ∩ reachable episodes| / |gold|.
 
-Means per category and ``overall``; questions without gold evidence are counted in ``skipped``.
+Means per category and ``overall``; questions without gold evidence are counted in ``skipped``. Each route's
+returned episodes, ranked by their final score, also get ``recall@k`` / ``hit@k`` / ``mrr``
+(:func:`mnemis.eval.recall.evidence_recall`, k = 5, 10, 20): the numbers the report's recall@k plot draws.
+A route that returns fewer than k episodes has recall@k equal to its ``direct`` recall.
 """
 
 from __future__ import annotations
@@ -91,9 +94,13 @@ def route_recall(
                 m.setdefault(men.entity_id, set()).add(men.episode_id)
         mentions_of[gid] = m
         episodes_of_fact[gid] = {f.id: f.episode_ids for f in store.facts(gid, sorted(fact_ids.get(gid, ())))}
+    from mnemis.eval.recall import evidence_recall
+
     cats = [q.category for q in questions]
     out = {}
     for name, ctxs in routes.items():
+        ranked = [[h.id for h in sorted(c.episodes, key=lambda h: -h.score)] for c in ctxs]
+        at_k = evidence_recall(ranked, [q.evidence for q in questions], cats)
         direct, reach = [], []
         for q, c in zip(questions, ctxs):
             if c.group_id != q.group_id:
@@ -101,5 +108,8 @@ def route_recall(
             direct.append(recall(q.evidence, {h.id for h in c.episodes}))
             reach.append(recall(q.evidence, reachable_episodes(c, mentions_of.get(c.group_id, {}),
                                                                episodes_of_fact.get(c.group_id, {}))))
-        out[name] = recall_table(cats, direct, reach)
+        table = recall_table(cats, direct, reach)
+        for key, row in table.items():
+            row.update({m: v for m, v in at_k[key].items() if m not in ("n", "skipped")})
+        out[name] = table
     return out

@@ -34,6 +34,10 @@ def test_sweep_over_retrieval_reuses_the_memory(tmp_path, locomo_path):
         assert (job / "report.md").read_text().count("mnemis") >= 1
         rows = [json.loads(line) for line in (job / "questions.jsonl").read_text().splitlines()]
         assert len(rows) == 4 * 4  # 4 methods x the 4 quickstart questions
+        recall = json.loads((job / "recall.json").read_text())
+        assert {"rag", "mnemis/system1", "mnemis/system2", "mnemis/fused"} <= set(recall)
+        assert {"direct", "reachable", "recall@5", "recall@10", "mrr"} <= set(recall["rag"]["overall"])
+        assert (job / "recall.png").stat().st_size > 0 and "recall.png" in (job / "report.md").read_text()
     assert json.loads((first / "config.json").read_text())["retrieval"]["k"] == 5
     assert json.loads((second / "config.json").read_text())["retrieval"]["k"] == 10
     assert len(list((tmp_path / "artifacts").iterdir())) == 1

@@ -49,10 +49,29 @@ def test_route_recall_from_store(tmp_path):
                     ctx(qs[2])],
     }
     out = route_recall(store, qs, routes)
-    assert out["system1"]["1"] == {"direct": 0.5, "reachable": 0.5, "n": 1, "skipped": 0}
+    s1 = out["system1"]["1"]
+    assert {k: s1[k] for k in ("direct", "reachable", "n", "skipped")} == {"direct": 0.5, "reachable": 0.5, "n": 1,
+                                                                           "skipped": 0}
+    assert s1["recall@5"] == s1["recall@20"] == 0.5 and s1["mrr"] == 1.0 and s1["hit@10"] == 1.0
     assert out["system2"]["1"]["direct"] == 0.0 and out["system2"]["1"]["reachable"] == 0.5
-    assert out["system2"]["2"] == {"direct": 0.0, "reachable": 1.0, "n": 1, "skipped": 1}
+    assert {k: out["system2"]["2"][k] for k in ("direct", "reachable", "n", "skipped")} == {
+        "direct": 0.0, "reachable": 1.0, "n": 1, "skipped": 1}
+    assert out["system2"]["2"]["recall@10"] == 0.0 and out["system2"]["overall"]["mrr"] == 0.0
     assert out["system1"]["overall"]["n"] == 2
     with pytest.raises(ValueError):
         route_recall(store, qs, {"x": routes["system1"][:2]})
+    store.close()
+
+
+def test_route_recall_at_k_ranks_by_score_not_by_list_order(tmp_path):
+    store = build_store(tmp_path / "m.db")
+    q = Q(0, [ep_id("g1", 5)], "1")
+    # the gold episode is listed last (e.g. a chronological context) but has the best score: rank 1
+    hits = [Hit(id=ep_id("g1", i), kind="episode", score=float(i)) for i in range(6)]
+    ctx_ = RetrievedContext(question_id=q.id, group_id="g1", episodes=hits)
+    row = route_recall(store, [q], {"fused": [ctx_]})["fused"]["overall"]
+    assert row["mrr"] == 1.0 and row["recall@5"] == 1.0
+    low = [h.model_copy(update={"score": -h.score}) for h in hits]  # now the worst of six: rank 6
+    row = route_recall(store, [q], {"fused": [ctx_.model_copy(update={"episodes": low})]})["fused"]["overall"]
+    assert row["recall@5"] == 0.0 and row["recall@10"] == 1.0 and abs(row["mrr"] - 1 / 6) < 1e-9
     store.close()
