@@ -3,7 +3,8 @@
 (a) ``conversation``: the largest LoCoMo conversation (episodes) plus synthetic entities (~300: capitalised
     words of the conversation with a summary built from sentences that mention them) and facts (~1,500:
     sentences of the conversation), all embedded with MiniLM; ``System1.search`` with one query per call
-    (batch size 1), timing includes query embedding. Target p95 <= 15 ms.
+    (batch size 1), timing includes query embedding (int8 query weights by default on CPU; the query
+    encoder alone is also timed at the other precisions). Target p95 <= 15 ms.
 (b) ``million``: 1M synthetic facts (d=128, Gaussian mixture around 2k centroids, L2-normalised) in one
     group; FAISS IVF (and HNSW with ``--hnsw``) vs exact: build time, p50/p95 per single query,
     recall@10 against exact search. Target p95 <= 100 ms with recall@10 >= 0.95.
@@ -14,6 +15,7 @@
 Usage::
 
     HF_HUB_OFFLINE=1 python experiments/bench/system1_latency.py [--parts a,b,c] [--hnsw] [--threads N]
+        [--query-precision auto|same|int8|bfloat16]
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def _synthetic_graph(episodes, group_id: str, n_entities: int = 300, n_facts: in
     return ents, facts
 
 
-def part_conversation(cache: Path, n_queries: int = 200) -> dict:
+def part_conversation(cache: Path, n_queries: int = 200, query_precision: str = "auto") -> dict:
     from mnemis.data.locomo import load_locomo
     from mnemis.ingest.embed_items import EpisodeRecipe, embed_missing
     from mnemis.models.embed import SentenceTransformerEmbedder
@@ -74,7 +76,7 @@ def part_conversation(cache: Path, n_queries: int = 200) -> dict:
     store.upsert_episodes(eps)
     store.upsert_entities(ents)
     store.upsert_facts(facts)
-    emb = SentenceTransformerEmbedder("minilm", device="cpu")
+    emb = SentenceTransformerEmbedder("minilm", device="cpu", query_precision=query_precision)
     t = time.perf_counter()
     embed_missing(store, emb, [gid], kinds=("episode", "entity_summary", "fact"), recipe=EpisodeRecipe())
     embed_s = time.perf_counter() - t
@@ -100,7 +102,23 @@ def part_conversation(cache: Path, n_queries: int = 200) -> dict:
     t = time.perf_counter()
     s1.search(questions)
     batch_s = time.perf_counter() - t
+    other_precisions = {}
+    texts = [q.question for q in questions]
+    for other in ("same", "int8", "bfloat16"):  # the query encoder alone at each precision
+        alt = emb if other == emb.query_precision else SentenceTransformerEmbedder("minilm", device="cpu",
+                                                                                    query_precision=other)
+        for q in texts[:10]:
+            alt.encode([q], kind="query")
+        times = []
+        for q in texts:
+            t = time.perf_counter()
+            alt.encode([q], kind="query")
+            times.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        alt.encode(texts, kind="query")
+        other_precisions[other] = {**_pct(times), "all_at_once_ms_per_query": round(1000 * (time.perf_counter() - t) / len(texts), 3)}
     return {"group": gid, "episodes": len(eps), "entities": len(ents), "facts": len(facts),
+            "query_precision": emb.query_precision, "query_embedding_by_precision": other_precisions,
             "embed_items_s": round(embed_s, 1), "index_build_s": round(build_s, 3),
             "per_query": _pct(lat), "query_embedding_only": _pct(enc),
             # CPU seconds of this process per query: robust to other processes competing for the cores
@@ -189,65 +207,80 @@ def part_million(n: int = 1_000_000, d: int = 128, n_queries: int = 200, hnsw: b
     return out
 
 
-def part_batched(repeats: int = 5) -> dict:
+def _batched_case(d: int, repeats: int) -> dict:
+    """One row of part (c): 1,540 queries x 10 groups at dimension ``d``."""
     import torch
 
     from mnemis.index.vector import FaissIndex
     from mnemis.ops import grouped_topk, grouped_topk_reference, triton_available
 
-    out: dict = {}
     sizes = [588] * 9 + [5882 - 588 * 9]
-    for d in (384, 128):
-        g = torch.Generator().manual_seed(0)
-        m = torch.nn.functional.normalize(torch.randn(5882, d, generator=g), dim=1)
-        rg = torch.repeat_interleave(torch.arange(10), torch.tensor(sizes))
-        q = torch.nn.functional.normalize(torch.randn(1540, d, generator=g), dim=1)
-        qg = torch.randint(0, 10, (1540,), generator=g)
+    g = torch.Generator().manual_seed(0)
+    m = torch.nn.functional.normalize(torch.randn(5882, d, generator=g), dim=1)
+    rg = torch.repeat_interleave(torch.arange(10), torch.tensor(sizes))
+    q = torch.nn.functional.normalize(torch.randn(1540, d, generator=g), dim=1)
+    qg = torch.randint(0, 10, (1540,), generator=g)
 
-        def timed(fn) -> float:
+    def timed(fn) -> float:
+        fn()
+        ts = []
+        for _ in range(repeats):
+            t = time.perf_counter()
             fn()
-            ts = []
-            for _ in range(repeats):
-                t = time.perf_counter()
-                fn()
-                ts.append(time.perf_counter() - t)
-            return float(np.median(ts))
+            ts.append(time.perf_counter() - t)
+        return float(np.median(ts))
 
-        ref_s = timed(lambda: grouped_topk_reference(q, qg, m, rg, 10))
+    ref_s = timed(lambda: grouped_topk_reference(q, qg, m, rg, 10))
+    qn, qgn = q.numpy(), qg.numpy()
+
+    def faiss_per_group(use_gpu: bool):
         flats = []
         for gi in range(10):
-            idx = FaissIndex(d, kind="flat", use_gpu=False)
+            idx = FaissIndex(d, kind="flat", use_gpu=use_gpu)
             rows = (rg == gi).nonzero().flatten()
             idx.add([str(int(r)) for r in rows], m[rows].numpy())
             flats.append(idx)
-        qn, qgn = q.numpy(), qg.numpy()
 
-        def faiss_all():
+        def search_all():
             for gi in range(10):
-                sel = np.flatnonzero(qgn == gi)
-                flats[gi].search(qn[sel], 10)
+                flats[gi].search(qn[np.flatnonzero(qgn == gi)], 10)
 
-        faiss_s = timed(faiss_all)
-        row = {"torch_reference_ms": round(ref_s * 1000, 2), "faiss_flat_per_group_ms": round(faiss_s * 1000, 2),
-               "faiss_over_torch": round(faiss_s / ref_s, 3)}
-        if torch.cuda.is_available() and triton_available(torch.device("cuda")):
-            qc, qgc, mc, rgc = q.cuda(), qg.cuda(), m.cuda(), rg.cuda()
+        return search_all
 
-            def cuda_timed(fn) -> float:
+    faiss_s = timed(faiss_per_group(use_gpu=False))
+    row = {"torch_reference_ms": round(ref_s * 1000, 2), "faiss_flat_per_group_ms": round(faiss_s * 1000, 2),
+           "faiss_over_torch": round(faiss_s / ref_s, 3)}
+    import faiss
+
+    if torch.cuda.is_available() and hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
+        row["faiss_gpu_flat_per_group_ms"] = round(timed(faiss_per_group(use_gpu=True)) * 1000, 3)
+    if torch.cuda.is_available() and triton_available(torch.device("cuda")):
+        qc, qgc, mc, rgc = q.cuda(), qg.cuda(), m.cuda(), rg.cuda()
+
+        def cuda_timed(fn) -> float:
+            fn()
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(20):
                 fn()
-                torch.cuda.synchronize()
-                t = time.perf_counter()
-                for _ in range(20):
-                    fn()
-                torch.cuda.synchronize()
-                return (time.perf_counter() - t) / 20
+            torch.cuda.synchronize()
+            return (time.perf_counter() - t) / 20
 
-            k_s = cuda_timed(lambda: grouped_topk(qc, qgc, mc, rgc, 10, backend="triton", presorted=True))
-            r_s = cuda_timed(lambda: grouped_topk_reference(qc, qgc, mc, rgc, 10))
-            row.update({"triton_cuda_ms": round(k_s * 1000, 3), "torch_cuda_ms": round(r_s * 1000, 3),
-                        "torch_cuda_over_triton": round(r_s / k_s, 2), "torch_cpu_over_triton": round(ref_s / k_s, 1)})
-        else:
-            row["triton"] = "needs GPU (CUDA); not measured on this machine"
+        k_s = cuda_timed(lambda: grouped_topk(qc, qgc, mc, rgc, 10, backend="triton", presorted=True))
+        r_s = cuda_timed(lambda: grouped_topk_reference(qc, qgc, mc, rgc, 10))
+        row.update({"triton_cuda_ms": round(k_s * 1000, 3), "torch_cuda_ms": round(r_s * 1000, 3),
+                    "torch_cuda_over_triton": round(r_s / k_s, 2), "torch_cpu_over_triton": round(ref_s / k_s, 1),
+                    "faiss_cpu_over_triton": round(faiss_s / k_s, 1)})
+        if "faiss_gpu_flat_per_group_ms" in row:
+            row["faiss_gpu_over_triton"] = round(row["faiss_gpu_flat_per_group_ms"] / 1000 / k_s, 2)
+    else:
+        row["triton"] = "needs GPU (CUDA); not measured on this machine"
+    return row
+
+def part_batched(repeats: int = 5) -> dict:
+    out: dict = {}
+    for d in (384, 128):
+        row = _batched_case(d, repeats)
         out[f"d{d}"] = row
         print(d, row, flush=True)
     out["shape"] = {"queries": 1540, "rows": 5882, "groups": 10, "k": 10}
@@ -259,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", default="a,b,c")
     ap.add_argument("--hnsw", action="store_true", help="also build HNSW over 1M vectors (slow on 2 cores)")
     ap.add_argument("--threads", type=int, default=0, help="torch/faiss threads (0 = library default)")
+    ap.add_argument("--query-precision", default="auto", choices=["auto", "same", "int8", "bfloat16"],
+                    help="weights that embed queries in (a); auto = int8 on CPU (conf/embedder/minilm.yaml)")
     ap.add_argument("--out", default=str(REPO / "experiments/results/system1_latency.json"))
     ap.add_argument("--cache", default=str(REPO / ".cache/system1_latency"))
     args = ap.parse_args(argv)
@@ -277,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                          "platform": platform.platform(), "cuda": torch.cuda.is_available(),
                          "load_avg_at_start": os.getloadavg()}
     parts = set(args.parts.split(","))
-    for key, fn in [("a", lambda: part_conversation(Path(args.cache))), ("b", lambda: part_million(hnsw=args.hnsw)),
+    for key, fn in [("a", lambda: part_conversation(Path(args.cache), query_precision=args.query_precision)), ("b", lambda: part_million(hnsw=args.hnsw)),
                     ("c", part_batched)]:
         if key in parts:
             t = time.perf_counter()
