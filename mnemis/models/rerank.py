@@ -1,4 +1,5 @@
-"""Rerankers: a causal LM scored as P(yes) (Qwen3-Reranker recipe, any causal LM), and cosine fallback.
+"""Rerankers: a causal LM scored as P(yes) (Qwen3-Reranker recipe, any causal LM), a cross-encoder
+(BGE-Reranker and other sequence-pair classifiers), and a cosine fallback.
 
 ``CausalLMReranker`` formats each (query, document) pair the way the Qwen3-Reranker model card does
 and scores it as ``softmax([logit_no, logit_yes])[1]`` at the last position. Only the two vocabulary
@@ -8,12 +9,19 @@ With ``smollm2-135m`` the tiny CPU model exercises the same code path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from mnemis.models.tiny import SMOLLM2, dequantized_smollm2, model_identity, require_path, resolve_local, \
-    smollm2_gguf
+from mnemis.models.tiny import (
+    SMOLLM2,
+    dequantized_smollm2,
+    model_identity,
+    require_path,
+    resolve_local,
+    smollm2_gguf,
+)
 
 SYSTEM = ('Judge whether the Document meets the requirements based on the Query and the Instruct provided. '
           'Note that the answer can only be "yes" or "no".')
@@ -28,6 +36,24 @@ def _queries(query: str | Sequence[str], n: int) -> list[str]:
     if len(query) != n:
         raise ValueError(f"got {len(query)} queries for {n} documents (pass one query or one per document)")
     return query
+
+
+def _score_in_batches(query: str | Sequence[str], documents: Sequence[str], batch_size: int,
+                      score_pairs: Callable[[list[str], list[str]], Any]) -> np.ndarray:
+    """Scores in input order; pairs of similar length share a batch (``score_pairs`` -> a [B] tensor)."""
+    import torch
+
+    documents = list(documents)
+    queries = _queries(query, len(documents))
+    out = np.zeros(len(documents), dtype=np.float32)
+    if not documents:
+        return out
+    order = np.argsort([-(len(q) + len(d)) for q, d in zip(queries, documents)], kind="stable")
+    with torch.inference_mode():
+        for s in range(0, len(order), batch_size):
+            idx = order[s : s + batch_size]
+            out[idx] = score_pairs([queries[i] for i in idx], [documents[i] for i in idx]).float().cpu().numpy()
+    return out
 
 
 class CausalLMReranker:
@@ -73,7 +99,7 @@ class CausalLMReranker:
         self.instruction = instruction
         self.batch_size = batch_size
         self.max_length = max_length
-        enc = lambda s: self.tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
+        enc = lambda s: self.tokenizer.encode(s, add_special_tokens=False)
         self._prefix, self._suffix = enc(PREFIX), enc(SUFFIX)
 
     def _token_id(self, word: str) -> int:
@@ -97,24 +123,63 @@ class CausalLMReranker:
 
     def score(self, query: str | Sequence[str], documents: Sequence[str]) -> np.ndarray:
         """P(yes) per document, float32 ``[len(documents)]`` in input order."""
+        return _score_in_batches(query, documents, self.batch_size, self._score_pairs)
+
+    def _score_pairs(self, queries: list[str], documents: list[str]):
         import torch
 
-        documents = list(documents)
-        queries = _queries(query, len(documents))
-        out = np.zeros(len(documents), dtype=np.float32)
-        if not documents:
-            return out
-        order = np.argsort([-(len(q) + len(d)) for q, d in zip(queries, documents)], kind="stable")
-        with torch.inference_mode():
-            for s in range(0, len(order), self.batch_size):
-                idx = order[s : s + self.batch_size]
-                enc = self._encode_pairs([(queries[i], documents[i]) for i in idx])
-                hidden = self._base(**enc).last_hidden_state[:, -1]  # left padding: last = real token
-                logits = hidden.to(self._w.dtype) @ self._w.T
-                if self._b is not None:
-                    logits = logits + self._b
-                out[idx] = torch.softmax(logits.float(), dim=-1)[:, 1].cpu().numpy()
-        return out
+        enc = self._encode_pairs(list(zip(queries, documents)))
+        hidden = self._base(**enc).last_hidden_state[:, -1]  # left padding: last = real token
+        logits = hidden.to(self._w.dtype) @ self._w.T
+        if self._b is not None:
+            logits = logits + self._b
+        return torch.softmax(logits.float(), dim=-1)[:, 1]
+
+
+class CrossEncoderReranker:
+    """A sequence-pair classifier scored as a relevance probability (BGE-Reranker-v2-M3, ms-marco MiniLM, ...).
+
+    One logit -> sigmoid; two logits -> softmax, the second class = relevant. The pair is encoded as the
+    tokenizer's (query, document) pair, truncated to ``max_length`` (the longer side first: the document).
+
+    Args:
+        model: HF id or local folder of an ``AutoModelForSequenceClassification`` checkpoint.
+        device, dtype: as for the embedders ("auto" = CUDA + bf16 when available).
+        batch_size: pairs per forward pass.
+        max_length: token budget per pair.
+    """
+
+    def __init__(self, model: str = "BAAI/bge-reranker-v2-m3", *, device: str = "auto", dtype: str = "auto",
+                 batch_size: int = 32, max_length: int = 1024) -> None:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from mnemis.models.embed import pick_device, pick_dtype
+
+        require_path(model, "reranker model")
+        self.device = pick_device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(model)
+        self._model = AutoModelForSequenceClassification.from_pretrained(
+            model, dtype=pick_dtype(dtype, self.device)).to(self.device).eval()
+        labels = int(self._model.config.num_labels)
+        if labels not in (1, 2):
+            raise ValueError(f"reranker {model}: a cross-encoder needs 1 or 2 output labels, this one has {labels}")
+        self.labels = labels
+        self.batch_size = batch_size
+        self.max_length = max_length
+        local = resolve_local(model)
+        self.model_id = "rerank:" + (model_identity(model, local) if local is not None else f"{model}@unresolved")
+
+    def score(self, query: str | Sequence[str], documents: Sequence[str]) -> np.ndarray:
+        """Relevance probability per document, float32 ``[len(documents)]`` in input order."""
+        return _score_in_batches(query, documents, self.batch_size, self._score_pairs)
+
+    def _score_pairs(self, queries: list[str], documents: list[str]):
+        import torch
+
+        enc = self.tokenizer(queries, documents, padding=True, truncation=True, max_length=self.max_length,
+                             return_tensors="pt").to(self.device)
+        logits = self._model(**enc).logits.float()
+        return torch.sigmoid(logits[:, 0]) if self.labels == 1 else torch.softmax(logits, dim=-1)[:, 1]
 
 
 class CosineReranker:
