@@ -106,8 +106,7 @@ TABLES: dict[str, Table] = {
             (91.8, 90.3, 79.2, 95.2, 92.6)),
         Row("BGE-Reranker-V2-M3", _loc("mnemis", 10, reranker="bge-reranker-v2-m3"), (90.1, 90.0, 77.1, 96.4, 92.7)),
         Row("Qwen3-Reranker-8B", _loc("mnemis", 10), (91.8, 90.3, 82.3, 96.2, 93.3)),
-    ), notes=(("BGE-Reranker-V2-M3 is a cross-encoder; mnemis.models.rerank has no class for it, so that row stays "
-              "empty."),)),
+    )),
     "table6": Table("Table 6: embedders (LoCoMo, System-1 RAG, k = 10)", "locomo", LOCOMO_CATS, (
         Row("MiniLM (all-MiniLM-L6-v2, 384-d)", _loc("s1_rag", 10, embedder="minilm"),
             (46.1, 57.9, 64.6, 62.5, 58.7)),

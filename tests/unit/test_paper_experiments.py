@@ -75,6 +75,8 @@ COMBOS: list[tuple[list[str], dict[str, Any]]] = [
       ("s1_rag", "s1_graph", "s1_rag_graph", "s2_only", "mnemis") for k in (5, 50)],
     (["experiment=paper_locomo_k10", "reranker=qwen3_0_6b"],
      {"route": "mnemis", "reranker": "Qwen/Qwen3-Reranker-0.6B"}),
+    (["experiment=paper_locomo_k10", "reranker=bge_reranker_v2_m3"],
+     {"route": "mnemis", "reranker": "BAAI/bge-reranker-v2-m3"}),
     *[(["experiment=paper_locomo_k10", R + "s1_rag", f"embedder={e}"], {"methods": ["rag"], "route": "s1_rag",
                                                                            "embedder": e})
       for e in ("minilm", "bge_m3", "qwen3_0_6b_128", "embeddinggemma_300m")],
@@ -122,7 +124,7 @@ def readme_commands() -> list[list[str]]:
 
 def test_readme_commands_compose():
     jobs = readme_commands()
-    assert len(jobs) == 4 + 2 + 6 + 20 + 2 + 4  # tables 1, 2, 4, 9, 5, 6
+    assert len(jobs) == 4 + 2 + 6 + 20 + 3 + 4  # tables 1, 2, 4, 9, 5, 6
     for overrides in jobs:
         cfg = _cfg(overrides)
         exp = next(o.split("=")[1] for o in overrides if o.startswith("experiment="))
@@ -269,18 +271,20 @@ def sweep(tmp_path: Path) -> Path:
              10.0)
     _run_dir(root / "rr06", ["experiment=paper_locomo_k10", "reranker=qwen3_0_6b"],
              {"mnemis": _acc(mh=9, t=9, od=9, sh=9)}, 2000.0)
+    _run_dir(root / "bge", ["experiment=paper_locomo_k10", "reranker=bge_reranker_v2_m3"],
+             {"mnemis": _acc(mh=8, t=8, od=8, sh=8)}, 2001.0)
     return root
 
 
 def test_collect_table4_from_a_multirun_dir(sweep: Path):
     runs = collect.find_runs([sweep])
-    assert len(runs) == len(ROUTES) + 2
+    assert len(runs) == len(ROUTES) + 3
     result = collect.collect(collect.TABLES["table4"], collect.load_candidates(runs))
     rows = {r["label"]: r for r in result["rows"]}
     assert len(rows) == 6
     for i, r in enumerate(ROUTES):
         row = rows[collect.ROUTE_LABELS[r]]
-        assert row["run"] == sweep / str(i), r  # the stale rerun and the 0.6B-reranker run do not fit
+        assert row["run"] == sweep / str(i), r  # the stale rerun and the other-reranker runs do not fit
         o = row["ours"]
         assert [o[c] for c in CATS] == pytest.approx([i / 10, (i + 1) / 10, 0.2, 0.3])
         assert o["overall"] == pytest.approx((i + i + 1 + 2 + 3) / 40) and o["n"] == 40
@@ -302,13 +306,14 @@ def test_collect_table5_and_table1_pick_the_right_runs(sweep: Path):
     assert t5["Qwen3-Reranker-0.6B"]["run"] == sweep / "rr06"
     assert t5["Qwen3-Reranker-0.6B"]["ours"]["overall"] == pytest.approx(0.9)
     assert t5["Qwen3-Reranker-8B"]["run"] == sweep / str(ROUTES.index("mnemis"))
-    assert t5["BGE-Reranker-V2-M3"]["run"] is None and t5["BGE-Reranker-V2-M3"]["ours"] == {}
+    assert t5["BGE-Reranker-V2-M3"]["run"] == sweep / "bge"
+    assert t5["BGE-Reranker-V2-M3"]["ours"]["overall"] == pytest.approx(0.8)
     t1 = {r["label"]: r for r in collect.collect(collect.TABLES["table1"], cands)["rows"]}
     assert t1["RAG"]["run"] == sweep / str(ROUTES.index("s1_rag"))
     assert t1["Mnemis (k=10)"]["run"] == sweep / str(ROUTES.index("mnemis"))
     assert t1["Mnemis (k=30)"]["run"] is None and t1["Full Context"]["run"] is None
     md = collect.to_markdown({**collect.collect(collect.TABLES["table5"], cands)})
-    assert "| BGE-Reranker-V2-M3 | – (90.1) | – (90.0) | – (77.1) | – (96.4) | – (92.7) | – |" in md
+    assert "| BGE-Reranker-V2-M3 | 80.0 (90.1) | 80.0 (90.0) | 80.0 (77.1) | 80.0 (96.4) | 80.0 (92.7) |" in md
 
 
 def test_collect_table2_side_by_side_run_and_cli(tmp_path: Path):
