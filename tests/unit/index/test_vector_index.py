@@ -104,3 +104,26 @@ def test_ivf_with_fewer_vectors_than_cells():
     idx.add(ids, x)
     _, got = idx.search(x[:3], 1)
     assert [g[0] for g in got] == ids[:3]
+
+
+def _faiss_gpu() -> bool:
+    import faiss
+
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,params", [("exact", {"device": "cuda"}), ("faiss_flat", {"use_gpu": True}),
+                                         ("faiss_ivf", {"nlist": 4, "nprobe": 4, "use_gpu": True})])
+def test_gpu_indexes_match_brute_force(name, params):
+    if name.startswith("faiss") and not _faiss_gpu():
+        pytest.skip("this faiss build has no GPU support (pip install faiss-gpu)")
+    ids, x = _data(2000, 128)
+    _, q = _data(64, 128, seed=1)
+    idx = make_vector_index(name, **params)
+    idx.add(ids, x)
+    scores, got = idx.search(q, 10)
+    want = _brute(x, q, 10)
+    hits = np.mean([len(set(g) & {ids[j] for j in w}) / 10 for g, w in zip(got, want)])
+    assert hits >= 0.999, f"{name}: recall@10 {hits} against brute force"
+    np.testing.assert_allclose(scores[:, 0], (q * x[want[:, 0]]).sum(1), rtol=1e-3, atol=1e-3)
