@@ -176,8 +176,11 @@ def _plot_recall(leaves: dict[str, dict[str, float]], path: Path) -> bool:
     if not curves:
         return False
     fig, ax = plt.subplots(figsize=(6, 4))
-    for label, pts in curves.items():
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    styles = [("-", "o", 9), ("--", "s", 7), (":", "^", 6), ("-.", "D", 4)]  # equal curves stay visible
+    for i, (label, pts) in enumerate(curves.items()):
+        line, marker, size = styles[i % len(styles)]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle=line, marker=marker, markersize=size,
+                label=label)
     ax.set_xlabel("k")
     ax.set_ylabel("evidence recall@k")
     ax.set_ylim(0, 1)
