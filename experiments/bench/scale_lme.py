@@ -31,7 +31,7 @@ from typing import Any
 from mnemis.scale.synth import SynthSpec, make_lme, overlap_stats
 
 
-def _launch(data: Path, shards: list[str], work: Path, cache: str, fixes: bool = False) -> dict[str, Any]:
+def _launch(data: Path, shards: list[str], work: Path, cache: str) -> dict[str, Any]:
     """Run the shards as concurrent processes; returns their results and the wall time of the whole."""
     t0 = time.perf_counter()
     procs = []
@@ -39,8 +39,7 @@ def _launch(data: Path, shards: list[str], work: Path, cache: str, fixes: bool =
         out = work / f"out{k}.json"
         cmd = [sys.executable, "-m", "mnemis.scale.runner", str(data), shard, str(work / f"store{k}.db"), cache,
                str(out)]
-        env = {**os.environ, "MNEMIS_SCALE_FIXES": "1" if fixes else "0"}
-        procs.append((subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env), out))
+        procs.append((subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), out))
     results = []
     for proc, out in procs:
         stdout, stderr = proc.communicate()
@@ -82,9 +81,6 @@ def main() -> None:
     ap.add_argument("--words", type=int, default=18, help="filler words per turn")
     ap.add_argument("--out", default="experiments/results/scale_lme.json")
     ap.add_argument("--work", default=None, help="scratch dir (default: a temp dir)")
-    ap.add_argument("--proposed-fixes", action="store_true",
-                    help="apply the proposed client fixes: one cache transaction per generate() instead of one "
-                         "per item, and request JSON schemas memoised per class (see mnemis.scale.runner)")
     args = ap.parse_args()
     spec = SynthSpec(groups=args.groups, sessions_per_haystack=args.sessions, pool_size=args.pool,
                      overlap=args.overlap, turns_per_session=args.turns, words_per_turn=args.words)
@@ -99,8 +95,7 @@ def main() -> None:
         d = work / name
         d.mkdir(exist_ok=True)
         print(f"{name}: {len(shards)} process(es)...", flush=True)
-        runs[name] = _totals(_launch(data, shards, d, "none" if cache == "none" else str(d / cache),
-                                     args.proposed_fixes))
+        runs[name] = _totals(_launch(data, shards, d, "none" if cache == "none" else str(d / cache)))
         print(f"  {runs[name]['wall_s']} s, {runs[name]['total']}", flush=True)
     base, reuse = runs["no_reuse"]["total"], runs["reuse_1"]["total"]
     result = {
@@ -123,7 +118,6 @@ def main() -> None:
                     "cpu_s_2_workers": sum(runs["reuse_2"]["shard_cpu_s"]),
                     "load_avg_at_end": os.getloadavg()[0], "cpus": os.cpu_count(),
                     "cross_shard_cache_hits_2_workers": runs["reuse_2"]["total"]["cache_hits"]},
-        "proposed_fixes": args.proposed_fixes,
         "command": "python " + " ".join(sys.argv),
     }
     out = Path(args.out)

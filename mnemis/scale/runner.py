@@ -9,7 +9,6 @@ peak memory to ``OUT_JSON``. ``DELAY_S`` sleeps before each backend batch (to ki
 from __future__ import annotations
 
 import json
-import os
 import resource
 import sys
 import time
@@ -19,7 +18,6 @@ from typing import Any
 from mnemis.data.longmemeval import load_longmemeval
 from mnemis.ingest.pipeline import BaseGraphBuilder
 from mnemis.models.embed import HashingEmbedder
-from mnemis.models.cache import CachedReply
 from mnemis.models.llm.base import Completion, LLMRequest
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
@@ -45,47 +43,6 @@ class LeanScriptedBackend(ScriptedBackend):
         return out
 
 
-class BatchedWritesLLM(LLM):
-    """``LLM`` that stores a ``generate()`` call's new replies in ONE cache transaction, not one per item.
-
-    The stock client commits each reply on its own (``LLM._store``); on a 100K-request build that is
-    100K SQLite transactions. This is the minimal fix proposed for ``client.py``, kept here so the
-    benchmark can measure both (``MNEMIS_SCALE_FIXES=1``).
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._pending: list[tuple[str, str, str, CachedReply]] = []
-
-    def _store(self, key: str, stage: str, text: str, comp: Completion) -> None:
-        self._pending.append((key, self.model_id, stage, CachedReply(text, comp.prompt_tokens,
-                                                                       comp.completion_tokens)))
-
-    def generate(self, requests: Any) -> Any:
-        try:
-            return super().generate(requests)
-        finally:
-            if self._pending and self.cache is not None:
-                self.cache.put_many(self._pending)
-            self._pending = []
-
-
-def cache_request_schemas() -> None:
-    """Memoise ``LLMRequest.json_schema()`` per schema class (the fix proposed for ``models/llm/base.py``).
-
-    The stock method regenerates the pydantic JSON schema on every call, and ``request_key`` calls it for
-    every request: ~60% of a cached scripted build. The memoised dict is the same value, so cache keys
-    do not change (``test_memoised_schemas_keep_cache_keys``); callers only serialise it.
-    """
-    import functools
-
-    @functools.lru_cache(maxsize=None)
-    def _schema(cls: type) -> dict[str, Any]:
-        return cls.model_json_schema()
-
-    LLMRequest.json_schema = lambda self: _schema(self.schema_) if self.schema_ is not None else None  # type: ignore
-
-
 def peak_rss_mb() -> float:
     """Peak resident memory of this process (``ru_maxrss``, KiB on Linux) in MiB."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -98,18 +55,11 @@ def cpu_s() -> float:
 
 
 def run_shard(data: str | Path, shard: str | None, store_path: str | Path, cache_dir: str | Path | None, *,
-              delay_s: float = 0.0, context_window: int = 3, embed_dim: int = 64,
-              fixes: bool = False) -> dict[str, Any]:
-    """Ingest one shard's groups (base graph); returns ledger, build stats, wall time and peak memory.
-
-    ``fixes`` applies the two proposed client fixes (batched cache writes, memoised request schemas).
-    """
+              delay_s: float = 0.0, context_window: int = 3, embed_dim: int = 64) -> dict[str, Any]:
+    """Ingest one shard's groups (base graph); returns ledger, build stats, wall time and peak memory."""
     t0 = time.perf_counter()
     ds = restrict_dataset(load_longmemeval(data), shard)
-    if fixes:
-        cache_request_schemas()
-    cls = BatchedWritesLLM if fixes else LLM
-    llm = cls(LeanScriptedBackend(delay_s), cache_dir=cache_dir, cache_mode="readwrite" if cache_dir else "off",
+    llm = LLM(LeanScriptedBackend(delay_s), cache_dir=cache_dir, cache_mode="readwrite" if cache_dir else "off",
               max_retries=1)
     with GraphStore(store_path) as store:
         builder = BaseGraphBuilder(store, llm, HashingEmbedder(embed_dim), context_window=context_window,
@@ -117,7 +67,7 @@ def run_shard(data: str | Path, shard: str | None, store_path: str | Path, cache
         stats = builder.ingest(ds.episodes)
         counts = {g: store.counts(g) for g in ds.groups}
     wall = time.perf_counter() - t0
-    return {"shard": shard, "proposed_fixes": fixes, "groups": len(ds.groups), "episodes": len(ds.episodes), "wall_s": wall,
+    return {"shard": shard, "groups": len(ds.groups), "episodes": len(ds.episodes), "wall_s": wall,
             "wall_s_per_group": wall / max(len(ds.groups), 1), "cpu_s": cpu_s(), "peak_rss_mb": peak_rss_mb(),
             "ledger": llm.ledger.to_dict(), "stats": stats.to_dict(), "counts": counts}
 
@@ -127,7 +77,7 @@ def main(argv: list[str]) -> None:
     delay = float(argv[5]) if len(argv) > 5 else 0.0
     print("READY", flush=True)
     res = run_shard(data, None if shard == "all" else shard, store, None if cache == "none" else cache,
-                    delay_s=delay, fixes=os.environ.get("MNEMIS_SCALE_FIXES") == "1")
+                    delay_s=delay)
     Path(out).write_text(json.dumps(res, indent=1, default=str))
     print("DONE", flush=True)
 

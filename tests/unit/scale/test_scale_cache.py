@@ -97,17 +97,17 @@ def test_shards_sharing_a_cache_reuse_extraction_and_match_an_uncached_build(tmp
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def test_memoised_schemas_keep_cache_keys(monkeypatch):
-    """The proposed ``json_schema`` memoisation (``cache_request_schemas``) leaves every cache key unchanged."""
+def test_memoised_schemas_keep_cache_keys():
+    """Request JSON schemas are built once per class, and the memoised dict keys the cache like a fresh one."""
     from mnemis.models.cache import request_key
     from mnemis.models.llm.base import LLMRequest
     from mnemis.prompts.extract_entities import ExtractedEntities
-    from mnemis.scale.runner import cache_request_schemas
 
     reqs = [LLMRequest(messages=[{"role": "user", "content": f"message {k}"}], schema=s, stage="x")
             for k in range(3) for s in (ExtractedEntities, None)]
-    before = [request_key("m", r) for r in reqs]
-    monkeypatch.setattr(LLMRequest, "json_schema", LLMRequest.json_schema)  # restored after the test
-    cache_request_schemas()
-    assert [request_key("m", r) for r in reqs] == before
     assert reqs[0].json_schema() is reqs[2].json_schema()  # memoised: one dict per schema class
+    assert reqs[0].json_schema() == ExtractedEntities.model_json_schema()
+    keys = [request_key("m", r) for r in reqs]
+    assert len(set(keys)) == len(keys)  # the schema (or its absence) is part of the key
+    same = LLMRequest(messages=[{"role": "user", "content": "message 0"}], schema=ExtractedEntities, stage="x")
+    assert request_key("m", same) == keys[0]  # a new request object, the same key
