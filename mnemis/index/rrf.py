@@ -5,9 +5,9 @@
 The function's default ``k_rrf = 60`` is the usual constant (Cormack et al. 2009). Graphiti, and so the
 reference method (REFERENCE §4), uses ``1 / rank``, i.e. ``k_rrf = 0``. System-1 uses its own measured
 default, ``k_rrf = 10`` (:data:`mnemis.retrieve.system1.DEFAULT_RRF_K`): on the LoCoMo episode-route eval
-(``experiments/bench/system1_recall.py``, MiniLM + BM25 with BM25 weighted 2) recall@10 was 0.721 with
-k = 0 and 0.731 for every k in {10, 30, 60, 100}, and k = 10 had the best recall@5 (0.641 vs 0.614 at 60)
-and MRR (0.504 vs 0.474). Small k lets the top of each list dominate; k = 0 over-rewards rank 1 of one list.
+(``experiments/bench/system1_recall.py``, MiniLM + BM25 with BM25 weighted 2) recall@10 was 0.715 with
+k = 0, 0.733 with k = 10 and 0.732 for k in {30, 60, 100}, and k = 10 had the best recall@5 (0.635 vs 0.614
+at 60) and MRR (0.503 vs 0.468). Small k lets the top of each list dominate; k = 0 over-rewards rank 1 of one list.
 """
 
 from __future__ import annotations
