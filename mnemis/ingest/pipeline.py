@@ -55,6 +55,10 @@ class BaseGraphBuilder:
         llm: ``mnemis.models.llm.client.LLM`` (or anything with ``generate(requests)``).
         embedder: document embedder for names, summaries, facts and episodes.
         context_window: preceding messages of the same group shown with each episode.
+        context_scope: ``"group"`` (the default: the window may reach into the previous session) or
+            ``"session"`` (only earlier messages of the same session). With ``"session"`` an extraction prompt
+            depends on the session alone, so a session shared by many LongMemEval haystacks is extracted
+            once and replayed from the response cache (``experiments/scale/README.md``).
         entity_reflection_rounds / fact_reflection_rounds: "what did you miss?" rounds (0 = off).
         max_candidates: existing entities (facts) shown per resolution (dedup) request.
         min_name_similarity / min_fact_similarity: cosine floor for embedding candidates.
@@ -73,6 +77,7 @@ class BaseGraphBuilder:
         embedder: Embedder,
         *,
         context_window: int = 3,
+        context_scope: str = "group",
         entity_reflection_rounds: int = 1,
         fact_reflection_rounds: int = 1,
         max_candidates: int = 10,
@@ -90,8 +95,11 @@ class BaseGraphBuilder:
             raise ValueError("context_window and reflection rounds must be >= 0")
         if max_candidates < 1:
             raise ValueError("max_candidates must be >= 1")
+        if context_scope not in ("group", "session"):
+            raise ValueError(f"context_scope must be 'group' or 'session', got {context_scope!r}")
         self.store, self.llm, self.embedder = store, llm, embedder
         self.context_window = context_window
+        self.context_scope = context_scope
         self.entity_reflection_rounds = entity_reflection_rounds
         self.fact_reflection_rounds = fact_reflection_rounds
         self.max_candidates = max_candidates
@@ -145,10 +153,17 @@ class BaseGraphBuilder:
 
     # ------------------------------------------------------------------ stages
     def _context(self, g: str) -> dict[str, list[Episode]]:
-        """Preceding ``context_window`` episodes (same group, by position) of every stored episode."""
+        """Preceding ``context_window`` episodes (same group, by position; same session when
+        ``context_scope="session"``) of every stored episode."""
         stored = sorted(self.store.episodes(g), key=lambda e: (e.position, e.id))
         k = self.context_window
-        return {e.id: (stored[max(0, i - k):i] if k else []) for i, e in enumerate(stored)}
+        out = {}
+        for i, e in enumerate(stored):
+            window = stored[max(0, i - k):i] if k else []
+            if self.context_scope == "session":
+                window = [p for p in window if p.session == e.session]
+            out[e.id] = window
+        return out
 
     def _extract(self, by_group: dict[str, list[Episode]], counters: Counter) -> None:
         pending, previous = [], {}

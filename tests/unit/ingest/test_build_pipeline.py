@@ -7,7 +7,7 @@ import pytest
 from mnemis.ingest.pipeline import BaseGraphBuilder
 from mnemis.store.sqlite import GraphStore
 
-from .fakes import episodes, graph, rule_responder
+from .fakes import current_message, episodes, graph, rule_responder
 
 G1 = [("Melanie", "I went to Paris with Caroline"), ("Caroline", "Mel, I live in Boston"),
       ("Melanie", "Caroline, I live in Denver"), ("Caroline", "Mel took pottery in Paris")]
@@ -148,3 +148,44 @@ def test_attributes_refresh_only_entities_with_new_mentions(build):
     assert stats.counters["attributes.refreshed"] == 1
     mel = next(e for e in store.entities("a") if e.name == "Melanie")
     assert store.embedded_ids("a", "entity_summary") >= {mel.id}
+
+
+def _two_haystacks():
+    """Groups a and b: a different first session, then the same shared session (same text, same times)."""
+    from datetime import timedelta
+
+    from .fakes import T0
+
+    shared = [("Caroline", "I went to the Pride parade with Melanie."), ("Melanie", "Painting is my hobby."),
+              ("Caroline", "Melanie loves camping in Denver.")]
+    out = []
+    for g, filler in (("a", [("Jon", "Gina opened a dance studio in Boston.")]),
+                      ("b", [("Gina", "Jon lost his job at the bank in Paris.")])):
+        first = episodes(g, filler)
+        second = [e.model_copy(update={"id": f"{g}:D2:{e.turn}", "source_id": f"D2:{e.turn}", "session": 2,
+                                       "position": e.position + len(first)})
+                  for e in episodes(g, shared, start=T0 + timedelta(days=7))]
+        out += first + second
+    return out
+
+
+@pytest.mark.parametrize("scope", ["group", "session"])
+def test_context_scope_session_makes_shared_sessions_identical_prompts(build, scope):
+    builder, backend, store = build(rule_responder, context_scope=scope)
+    builder.ingest(_two_haystacks())
+    (batch,) = backend.batches_for("extract_entities")
+    shared = [r.messages[-1]["content"] for r in batch if "Pride parade" in current_message(r)]
+    assert len(shared) == 2  # the same turn in both haystacks
+    if scope == "session":
+        assert shared[0] == shared[1]  # byte-identical: one cache entry serves every haystack
+        assert "Gina" not in shared[0] and "Jon" not in shared[0]  # nothing from the previous session
+    else:
+        assert shared[0] != shared[1]  # the window reaches into each group's own first session
+    later = [r.messages[-1]["content"] for r in batch if "camping" in current_message(r)]
+    assert "Painting is my hobby" in later[0]  # earlier turns of the same session stay in the window
+    assert {e.name for e in store.entities("b")} >= {"Caroline", "Melanie", "Denver"}
+
+
+def test_context_scope_is_validated(tmp_path):
+    with GraphStore(tmp_path / "m.db") as store, pytest.raises(ValueError, match="context_scope.*'haystack'"):
+        BaseGraphBuilder(store, object(), object(), context_scope="haystack")
