@@ -31,14 +31,14 @@ from typing import Any
 from mnemis.scale.synth import SynthSpec, make_lme, overlap_stats
 
 
-def _launch(data: Path, shards: list[str], work: Path, cache: str) -> dict[str, Any]:
+def _launch(data: Path, shards: list[str], work: Path, cache: str, scope: str = "group") -> dict[str, Any]:
     """Run the shards as concurrent processes; returns their results and the wall time of the whole."""
     t0 = time.perf_counter()
     procs = []
     for k, shard in enumerate(shards):
         out = work / f"out{k}.json"
         cmd = [sys.executable, "-m", "mnemis.scale.runner", str(data), shard, str(work / f"store{k}.db"), cache,
-               str(out)]
+               str(out), "0", scope]
         procs.append((subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), out))
     results = []
     for proc, out in procs:
@@ -81,6 +81,8 @@ def main() -> None:
     ap.add_argument("--words", type=int, default=18, help="filler words per turn")
     ap.add_argument("--out", default="experiments/results/scale_lme.json")
     ap.add_argument("--work", default=None, help="scratch dir (default: a temp dir)")
+    ap.add_argument("--context-scope", default="group", choices=["group", "session"],
+                    help="ingest.context_scope: session keeps the extraction window inside each session")
     args = ap.parse_args()
     spec = SynthSpec(groups=args.groups, sessions_per_haystack=args.sessions, pool_size=args.pool,
                      overlap=args.overlap, turns_per_session=args.turns, words_per_turn=args.words)
@@ -95,11 +97,12 @@ def main() -> None:
         d = work / name
         d.mkdir(exist_ok=True)
         print(f"{name}: {len(shards)} process(es)...", flush=True)
-        runs[name] = _totals(_launch(data, shards, d, "none" if cache == "none" else str(d / cache)))
+        runs[name] = _totals(_launch(data, shards, d, "none" if cache == "none" else str(d / cache),
+                                     args.context_scope))
         print(f"  {runs[name]['wall_s']} s, {runs[name]['total']}", flush=True)
     base, reuse = runs["no_reuse"]["total"], runs["reuse_1"]["total"]
     result = {
-        "workload": {**asdict(spec), **overlap_stats(items)},
+        "workload": {**asdict(spec), **overlap_stats(items), "context_scope": args.context_scope},
         "runs": runs,
         "reuse": {"calls_sent_without": base["sent"], "calls_sent_with": reuse["sent"],
                   "calls_ratio": round(reuse["sent"] / max(base["sent"], 1), 4),

@@ -55,7 +55,8 @@ def cpu_s() -> float:
 
 
 def run_shard(data: str | Path, shard: str | None, store_path: str | Path, cache_dir: str | Path | None, *,
-              delay_s: float = 0.0, context_window: int = 3, embed_dim: int = 64) -> dict[str, Any]:
+              delay_s: float = 0.0, context_window: int = 3, context_scope: str = "group",
+              embed_dim: int = 64) -> dict[str, Any]:
     """Ingest one shard's groups (base graph); returns ledger, build stats, wall time and peak memory."""
     t0 = time.perf_counter()
     ds = restrict_dataset(load_longmemeval(data), shard)
@@ -63,6 +64,7 @@ def run_shard(data: str | Path, shard: str | None, store_path: str | Path, cache
               max_retries=1)
     with GraphStore(store_path) as store:
         builder = BaseGraphBuilder(store, llm, HashingEmbedder(embed_dim), context_window=context_window,
+                                   context_scope=context_scope,
                                    show_progress=False)
         stats = builder.ingest(ds.episodes)
         counts = {g: store.counts(g) for g in ds.groups}
@@ -75,9 +77,10 @@ def run_shard(data: str | Path, shard: str | None, store_path: str | Path, cache
 def main(argv: list[str]) -> None:
     data, shard, store, cache, out = argv[:5]
     delay = float(argv[5]) if len(argv) > 5 else 0.0
+    scope = argv[6] if len(argv) > 6 else "group"
     print("READY", flush=True)
     res = run_shard(data, None if shard == "all" else shard, store, None if cache == "none" else cache,
-                    delay_s=delay)
+                    delay_s=delay, context_scope=scope)
     Path(out).write_text(json.dumps(res, indent=1, default=str))
     print("DONE", flush=True)
 
