@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.data.errors import DataError, require
+from mnemis.data.shared import shared_data_file
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ _SESSION_KEY = re.compile(r"^session_(\d+)$")
 
 def default_locomo_path() -> Path:
     """``../shared/data/locomo10.json`` next to the repository checkout."""
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo10.json"
+    return shared_data_file("locomo10.json")
 
 
 def normalize_evidence(raw: list[Any] | None) -> list[tuple[int, int]]:

@@ -8,13 +8,13 @@ gold answer (``ANSWER_ERRORS``); every entry's ``correct_evidence`` replaces the
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mnemis.data.shared import load_json_list, shared_data_file
 from mnemis.types import Episode, Question
 
 log = logging.getLogger(__name__)
@@ -26,17 +26,11 @@ ANSWER_ERRORS = frozenset({"HALLUCINATION", "TEMPORAL_ERROR", "ATTRIBUTION_ERROR
 
 def default_audit_path() -> Path:
     """``../shared/data/locomo_audit_errors.json`` next to the repository checkout."""
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo_audit_errors.json"
+    return shared_data_file("locomo_audit_errors.json")
 
 
 def load_audit(path: str | Path | None = None) -> list[dict[str, Any]]:
-    file = Path(path) if path else default_audit_path()
-    if not file.exists():
-        raise FileNotFoundError(f"LoCoMo audit file not found: {file}")
-    data = json.loads(file.read_text(encoding="utf-8"))
-    if not isinstance(data, list):
-        raise ValueError(f"{file}: expected a list of audit entries")
-    return data
+    return load_json_list(path or default_audit_path(), "LoCoMo audit")
 
 
 def audit_id(question: Question, groups: Sequence[str] = LOCOMO_GROUPS) -> str | None:

@@ -8,13 +8,13 @@ accepts 10.6 % / 62.8 % (``REFERENCE_RATES``).
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mnemis.data.locomo import CATEGORIES
+from mnemis.data.shared import load_json_list, shared_data_file
 from mnemis.types import Question
 
 KINDS = ("wrong_specific", "wrong_vague")
@@ -24,17 +24,11 @@ LENIENCY_FILE = "leniency.json"
 
 def default_stress_path() -> Path:
     """``../shared/data/locomo_judge_stress.json`` next to the repository checkout."""
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo_judge_stress.json"
+    return shared_data_file("locomo_judge_stress.json")
 
 
 def load_stress(path: str | Path | None = None) -> list[dict[str, Any]]:
-    file = Path(path) if path else default_stress_path()
-    if not file.exists():
-        raise FileNotFoundError(f"judge stress file not found: {file}")
-    data = json.loads(file.read_text(encoding="utf-8"))
-    if not isinstance(data, list):
-        raise ValueError(f"{file}: expected a list of items")
-    return data
+    return load_json_list(path or default_stress_path(), "judge stress")
 
 
 def sample_items(items: Sequence[Mapping[str, Any]], n: int | None = None, seed: int = 0) -> list[Mapping[str, Any]]:
