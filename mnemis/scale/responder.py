@@ -23,18 +23,20 @@ STOP = {"The", "Task", "Hey", "Wow", "Thanks", "That", "This", "What", "Yes", "A
         "How", "Sure", "Here", "Let", "Also", "But", "Maybe", "Please", "Great", "When", "Where", "Which"}
 
 
-def _user(req: LLMRequest) -> str:
+def user_text(req: LLMRequest) -> str:
     return req.messages[-1]["content"]
 
 
-def _current(req: LLMRequest) -> str:
-    lines = _user(req).splitlines()
+def current_message(req: LLMRequest) -> str:
+    """The line after ``CURRENT message`` in an extraction prompt."""
+    lines = user_text(req).splitlines()
     i = next(k for k, ln in enumerate(lines) if ln.startswith("CURRENT message"))
     return lines[i + 1]
 
 
-def _section(req: LLMRequest, header: str) -> list[str]:
-    lines = _user(req).splitlines()
+def section(req: LLMRequest, header: str) -> list[str]:
+    """Items of the numbered list that follows the line ``header`` in the user message."""
+    lines = user_text(req).splitlines()
     if header not in lines:
         return []
     out = []
@@ -54,28 +56,28 @@ def _names(text: str) -> list[str]:
 def _rules(req: LLMRequest) -> dict[str, Any] | None:
     stage = req.stage
     if stage == "extract_entities":
-        return {"names": _names(_current(req))}
+        return {"names": _names(current_message(req))}
     if stage in ("reflect_entities", "reflect_facts"):
         return {"names": []} if stage == "reflect_entities" else {"facts": []}
     if stage == "extract_facts":
-        ents = _section(req, "Entities:")
+        ents = section(req, "Entities:")
         return {"facts": [{"source": 0, "target": j, "relation": "RELATES_TO",
                            "fact": f"{ents[0]} relates to {ents[j]}.", "valid_at": "", "invalid_at": ""}
                           for j in range(1, len(ents))]}
     if stage == "resolve_entities":
-        known = [k.split(" - ")[0] for k in _section(req, "Known entities:")]
-        new = _section(req, "New names:")
+        known = [k.split(" - ")[0] for k in section(req, "Known entities:")]
+        new = section(req, "New names:")
         return {"decisions": [{"new": i, "match": next((j for j, k in enumerate(known)
                                                          if k.lower().startswith(n.lower()) and k != n), -1)}
                               for i, n in enumerate(new)]}
     if stage == "dedup_facts":
-        old = [o.split(" (")[0] for o in _section(req, "Existing facts:")]
-        header = next(h for h in _user(req).splitlines() if h.startswith("New facts"))
-        new = _section(req, header)
+        old = [o.split(" (")[0] for o in section(req, "Existing facts:")]
+        header = next(h for h in user_text(req).splitlines() if h.startswith("New facts"))
+        new = section(req, header)
         return {"decisions": [{"new": i, "duplicate_of": old.index(f) if f in old else -1, "contradicts": []}
                               for i, f in enumerate(new)]}
     if stage == "entity_attributes":
-        name = _user(req).splitlines()[0].removeprefix("Entity: ")
+        name = user_text(req).splitlines()[0].removeprefix("Entity: ")
         return {"summary": f"{name} comes up in the conversation.", "tags": ["Thing"]}
     return None
 

@@ -11,12 +11,12 @@ import re
 from datetime import datetime, timedelta
 
 from mnemis.models.llm.base import LLMRequest
+from mnemis.scale.responder import current_message, section, user_text
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Episode
 
 T0 = datetime(2023, 5, 8, 13, 56)
 _CAP = re.compile(r"\b[A-Z][a-z]{2,}\b")
-_LIST = re.compile(r"^(\d+)\. (.*)$")
 STOP = {"The", "Task", "Hey", "Wow", "Thanks", "That", "This", "What", "Yes", "And"}
 
 
@@ -26,30 +26,6 @@ def episodes(group: str, turns: list[tuple[str, str]], start: datetime = T0, fir
         out.append(Episode(group_id=group, id=f"{group}:D1:{i + 1}", source_id=f"D1:{i + 1}",
                            name=f"Text 1-{i}", speaker=speaker, content=f"{speaker}: {text}",
                            valid_at=start + timedelta(minutes=i), session=1, turn=i, position=i))
-    return out
-
-
-def user_text(req: LLMRequest) -> str:
-    return req.messages[-1]["content"]
-
-
-def current_message(req: LLMRequest) -> str:
-    lines = user_text(req).splitlines()
-    i = next(k for k, ln in enumerate(lines) if ln.startswith("CURRENT message"))
-    return lines[i + 1]
-
-
-def section(req: LLMRequest, header: str) -> list[str]:
-    """Items of the numbered list that follows the line ``header`` in the user message."""
-    lines = user_text(req).splitlines()
-    if header not in lines:
-        return []
-    out = []
-    for ln in lines[lines.index(header) + 1:]:
-        m = _LIST.match(ln)
-        if not m:
-            break
-        out.append(m.group(2))
     return out
 
 
