@@ -7,7 +7,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
+
+
+def bare_list_as(field: str) -> Any:
+    """A "before" model validator for a schema class body: a reply that is the bare JSON array (small models
+    often drop the wrapping object) is read as ``{field: array}``. Use: ``_accept_bare_list = bare_list_as("items")``."""
+
+    def wrap(value: Any) -> Any:
+        return {field: value} if isinstance(value, list) else value
+
+    return model_validator(mode="before")(wrap)
 
 
 def system(text: str) -> dict[str, str]:

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
-from mnemis.prompts.base import Prompt, system, user
+from mnemis.prompts.base import Prompt, bare_list_as, system, user
 
 
 class NodeView(NamedTuple):
@@ -39,13 +39,7 @@ class Categorization(BaseModel):
         description="every listed node must appear in at least one assignment; a node may appear in several"
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _accept_bare_list(cls, value: Any) -> Any:
-        # some models answer with the bare array; accept it as the assignments list
-        if isinstance(value, list):
-            return {"assignments": value}
-        return value
+    _accept_bare_list = bare_list_as("assignments")
 
 
 @lru_cache(maxsize=256)

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
-from mnemis.prompts.base import Prompt, system, user
+from mnemis.prompts.base import Prompt, bare_list_as, system, user
 
 
 class CandidateView(NamedTuple):
@@ -47,13 +47,7 @@ class NodeSelections(BaseModel):
         description="every listed node that may help; empty when none does"
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _accept_bare_list(cls, value: Any) -> Any:
-        # small models sometimes answer with the bare array
-        if isinstance(value, list):
-            return {"selections": value}
-        return value
+    _accept_bare_list = bare_list_as("selections")
 
 
 _SYSTEM = """You navigate a hierarchical memory graph built from a person's conversations. Higher \
