@@ -119,11 +119,25 @@ def _accuracy_section(metrics: dict[str, Any], leniency: Mapping[str, Any]) -> l
     return lines
 
 
-def _plot_accuracy(metrics: dict[str, Any], path: Path) -> bool:
+def _pyplot():
+    """matplotlib's pyplot on the file-only Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(plt, fig, path: Path) -> bool:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _plot_accuracy(metrics: dict[str, Any], path: Path) -> bool:
+    plt = _pyplot()
     import numpy as np
 
     series = []
@@ -155,17 +169,11 @@ def _plot_accuracy(metrics: dict[str, Any], path: Path) -> bool:
     ax.set_ylim(0, 100)
     ax.legend(fontsize=8)
     ax.set_title("Accuracy per category (95% bootstrap CI)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def _plot_recall(leaves: dict[str, dict[str, float]], path: Path) -> bool:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     curves = {}
     overall = {k: v for k, v in leaves.items() if k == "overall" or k.endswith("/overall")}
@@ -186,17 +194,11 @@ def _plot_recall(leaves: dict[str, dict[str, float]], path: Path) -> bool:
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8)
     ax.set_title("Evidence recall per route")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def _plot_cost(ledgers: dict[str, Any], path: Path) -> bool:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     rows = [(f"{m}:{s}" if len(ledgers) > 1 else s, st) for m, led in ledgers.items()
             for s, st in led.get("stages", {}).items()]
@@ -218,10 +220,7 @@ def _plot_cost(ledgers: dict[str, Any], path: Path) -> bool:
         ax.tick_params(axis="x", rotation=30)
         for t in ax.get_xticklabels():
             t.set_ha("right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def _flat(obj: Any, prefix: str = "") -> dict[str, Any]:

@@ -30,6 +30,13 @@ def _check_kind(kind: str) -> None:
         raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
 
 
+def matryoshka_dim(dim: int | None, full: int, model: str) -> int:
+    """The output size: ``dim`` leading dimensions (Matryoshka truncation) or the model's ``full`` size."""
+    if dim is not None and not 0 < dim <= full:
+        raise ValueError(f"dim={dim} must be in [1, {full}] for {model}")
+    return int(dim or full)
+
+
 def pick_device(device: str = "auto") -> str:
     if device != "auto":
         return device
@@ -112,9 +119,7 @@ class SentenceTransformerEmbedder:
             self._model = self._model.to(pick_dtype(dtype, self.device))
         full = self._model.get_embedding_dimension() if hasattr(self._model, "get_embedding_dimension") \
             else self._model.get_sentence_embedding_dimension()
-        if dim is not None and not 0 < dim <= full:
-            raise ValueError(f"dim={dim} must be in [1, {full}] for {name}")
-        self.dim = int(dim or full)
+        self.dim = matryoshka_dim(dim, full, name)
         self.batch_size = batch_size
         self.query_instruction = query_instruction
         self.normalize = normalize
@@ -202,9 +207,7 @@ class Qwen3Embedder:
         self._tok = AutoTokenizer.from_pretrained(model, padding_side="left")
         self._model = AutoModel.from_pretrained(model, dtype=pick_dtype(dtype, self.device)).to(self.device).eval()
         full = int(self._model.config.hidden_size)
-        if dim is not None and not 0 < dim <= full:
-            raise ValueError(f"dim={dim} must be in [1, {full}] for {model}")
-        self.dim = int(dim or full)
+        self.dim = matryoshka_dim(dim, full, model)
         self.batch_size = batch_size
         self.query_instruction = query_instruction
         self.max_length = max_length

@@ -88,3 +88,12 @@ def test_client_imports_without_heavy_deps():
             "bad = [m for m in ('vllm', 'torch', 'transformers', 'sentence_transformers', 'xgrammar') "
             "if m in sys.modules]; print(bad); assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_matryoshka_dim_rule():
+    from mnemis.models.embed import matryoshka_dim
+
+    assert matryoshka_dim(None, 1024, "m") == 1024 and matryoshka_dim(128, 1024, "m") == 128
+    for bad in (0, 1025, -3):
+        with pytest.raises(ValueError, match=rf"dim={bad} must be in \[1, 1024\] for Qwen/x"):
+            matryoshka_dim(bad, 1024, "Qwen/x")
