@@ -24,15 +24,41 @@ from mnemis.types import Dataset, Question
 
 log = logging.getLogger(__name__)
 
-# Config sections whose values change what a build produces (the artifact address).
-BUILD_KEYS = ["dataset", "llm", "embedder", "ingest", "hierarchy", "prompts"]
+# Config sections whose values change what a build produces (the artifact address). The address also
+# covers the build-stage prompts (their text and schema, ``build_prompt_fingerprints``) and
+# BUILD_CODE_VERSION; fields that only say where files go or how progress is shown are left out, so
+# moving the response cache (paths.cache_dir) keeps the address.
+BUILD_KEYS = ["dataset", "llm", "embedder", "ingest", "hierarchy"]
+# Bump when the extraction / hierarchy logic changes what a build writes (prompts are hashed on their own).
+BUILD_CODE_VERSION = 2
+NOT_BUILD_FIELDS = frozenset({"cache_dir", "cache_mode", "show_progress"})
 GRAPH_METHODS = {"mnemis"}
 METHODS = ("mnemis", "rag", "full_context", "mem0", "mem0g")
 _MODELS: dict[str, Any] = {}  # process-level model cache (one engine per config, reused across multirun jobs)
 
 
+def _drop_fields(node: Any, drop: frozenset[str] = NOT_BUILD_FIELDS) -> Any:
+    if isinstance(node, dict):
+        return {k: _drop_fields(v, drop) for k, v in node.items() if k not in drop}
+    if isinstance(node, list):
+        return [_drop_fields(v, drop) for v in node]
+    return node
+
+
+def build_view(plain: dict[str, Any], keys: Sequence[str] = BUILD_KEYS, *, prompts: str = "build") -> dict[str, Any]:
+    """What addresses a built memory: the build sections (without file locations), the prompt
+    fingerprints of ``prompts`` ("build" or "mem0") and the build code version."""
+    from mnemis.prompts.fingerprint import build_prompt_fingerprints, mem0_prompt_fingerprints
+
+    view = {k: _drop_fields(plain.get(k)) for k in keys if k in plain}
+    view["prompts"] = build_prompt_fingerprints() if prompts == "build" else mem0_prompt_fingerprints()
+    view["build_code_version"] = BUILD_CODE_VERSION
+    return view
+
+
 def build_address(plain: dict[str, Any]) -> str:
-    return sharded_address(config_hash(plain, [k for k in BUILD_KEYS if k in plain]), plain)
+    view = build_view(plain)
+    return sharded_address(config_hash(view, sorted(view)), plain)
 
 
 def load_configured_dataset(plain: dict[str, Any]) -> Dataset:
@@ -50,18 +76,107 @@ def artifact_dir(plain: dict[str, Any]) -> Path:
     return Path(plain["paths"]["artifacts_dir"]) / build_address(plain)
 
 
+# Model roles besides the build model ``llm``: null falls back to ``llm``. Not build keys, so changing
+# them reuses the built memory.
+ROLE_KEYS = ("selector_llm", "answer_llm")
+
+
+def judge_specs(plain: dict[str, Any]) -> list[dict[str, Any]]:
+    """``judge.judges`` as ``[{name, llm, criterion}]``, headline first.
+
+    An entry is a mapping (``llm``: a ``judge_llms`` name, null = the run's ``llm``; ``criterion``: the
+    LoCoMo grading criterion) or a bare name (``main`` = the run's llm, any other = ``judge_llms.<name>``).
+    """
+    from mnemis.eval.judge import DEFAULT_CRITERION
+
+    out = []
+    for i, entry in enumerate((plain.get("judge") or {}).get("judges") or ["main"]):
+        if isinstance(entry, str):
+            entry = {"name": entry, "llm": None if entry == "main" else entry}
+        if not isinstance(entry, dict) or not entry.get("name"):
+            raise SystemExit(f"judge.judges[{i}]={entry!r}: give a name, or {{name, llm, criterion}}")
+        out.append({"name": str(entry["name"]), "llm": entry.get("llm"),
+                    "criterion": entry.get("criterion") or DEFAULT_CRITERION})
+    return out
+
+
+def check_roles(plain: dict[str, Any]) -> None:
+    """Fail before any model loads when a role cannot be filled: an unknown answer prompt or judge
+    criterion, a duplicate judge name, or a judge whose model slot ``judge_llms.<name>`` is empty.
+    Every message names the config key to set."""
+    from mnemis.prompts.answer import answer_prompt_for
+    from mnemis.prompts.judge_locomo import LOCOMO_CRITERIA
+
+    for method in plain.get("methods") or []:
+        try:
+            answer_prompt_for(plain.get("answer"), method)
+        except ValueError as exc:
+            raise SystemExit(f"mnemis {plain.get('command')}: {exc}") from None
+    slots = plain.get("judge_llms") or {}
+    seen: set[str] = set()
+    for i, spec in enumerate(judge_specs(plain)):
+        where = f"judge.judges[{i}] ({spec['name']})"
+        if spec["name"] in seen:
+            raise SystemExit(f"{where}: duplicate judge name")
+        seen.add(spec["name"])
+        if spec["criterion"] not in LOCOMO_CRITERIA:
+            raise SystemExit(f"{where}: criterion={spec['criterion']!r}; choose one of {sorted(LOCOMO_CRITERIA)}")
+        slot = spec["llm"]
+        if slot is not None and slots.get(slot) is None:
+            paper = " The paper judged every row with GPT-4.1-mini." if plain.get("fidelity") == "paper" else ""
+            raise SystemExit(
+                f"{where} is judged by judge_llms.{slot}, which is empty.{paper} Set it to an LLM config, e.g. "
+                f"`+llm@judge_llms.{slot}=openai_compat judge_llms.{slot}.backend.model=gpt-4.1-mini "
+                f"judge_llms.{slot}.backend.base_url=https://api.openai.com/v1 judge_llms.{slot}.backend.extra_body=null`, "
+                f"or judge with the model under test: `judge_llms.{slot}='${{llm}}'` (the report then says so)")
+
+
+def describe_llm(node: Any) -> str:
+    """A short name of an LLM config: ``<backend class>:<model>``."""
+    if not isinstance(node, dict):
+        return str(node)
+    backend = node.get("backend") or {}
+    cls = str(backend.get("_target_", node.get("_target_", "?"))).rsplit(".", 1)[-1]
+    return f"{cls}:{backend.get('model', '?')}"
+
+
+def _same_model(a: Any, b: Any) -> bool:
+    return a is not None and b is not None and _drop_fields(a) == _drop_fields(b)
+
+
+def roles_summary(plain: dict[str, Any]) -> dict[str, Any]:
+    """Which model plays which role (``roles.json``); ``self_judged`` marks a judge that is the model
+    under test (the same model as the answerer or the build llm)."""
+    build = plain.get("llm")
+    roles = {"llm": describe_llm(build)}
+    for key in ROLE_KEYS:
+        roles[key] = describe_llm(plain.get(key) or build) + ("" if plain.get(key) else " (= llm)")
+    answer = plain.get("answer_llm") or build
+    judges = []
+    for spec in judge_specs(plain):
+        node = build if spec["llm"] is None else (plain.get("judge_llms") or {}).get(spec["llm"])
+        judges.append({**spec, "model": describe_llm(node),
+                       "slot": "llm" if spec["llm"] is None else f"judge_llms.{spec['llm']}",
+                       "self_judged": _same_model(node, answer) or _same_model(node, build)})
+    return {"roles": roles, "judges": judges, "headline_judge": judges[0]["name"] if judges else None,
+            "fidelity": plain.get("fidelity")}
+
+
 class Models:
-    """Builds each configured model on first use and keeps it for the process."""
+    """Builds each configured model on first use and keeps it for the process. LLM roles with the same
+    config share one engine (e.g. a judge slot set to ``${llm}``)."""
 
     def __init__(self, cfg: Any, plain: dict[str, Any]) -> None:
         self.cfg, self.plain = cfg, plain
+        self._llms: list[Any] = []
 
-    def _get(self, key: str, node: Any = None, plain: Any = None, **kwargs: Any) -> Any:
+    def _get(self, key: str, node: Any = None, plain: Any = None, ident_key: str | None = None,
+             **kwargs: Any) -> Any:
         if node is None:
             node, plain = self.cfg.get(key), self.plain.get(key)
         if node is None:
             raise ValueError(f"config has no `{key}` node; choose one, e.g. {key}=...")
-        ident = key + ":" + json.dumps(plain, sort_keys=True, default=str)
+        ident = (ident_key or key) + ":" + json.dumps(plain, sort_keys=True, default=str)
         if ident not in _MODELS:
             t0 = time.perf_counter()
             obj = build(node)
@@ -71,9 +186,29 @@ class Models:
             log.info("built %s in %.1f s", key, time.perf_counter() - t0)
         return _MODELS[ident]
 
+    def _llm_role(self, key: str, node: Any, plain: Any) -> Any:
+        obj = self._get(key, node, plain, ident_key="llm")
+        if not any(obj is o for o in self._llms):
+            self._llms.append(obj)
+        return obj
+
     @property
     def llm(self) -> Any:
-        return self._get("llm")
+        return self._llm_role("llm", self.cfg.get("llm"), self.plain.get("llm"))
+
+    def role(self, key: str) -> Any:
+        """The LLM of a role in ``ROLE_KEYS`` (its own config, or ``llm`` when null)."""
+        if self.plain.get(key) is None:
+            return self.llm
+        return self._llm_role(key, self.cfg.get(key), self.plain.get(key))
+
+    @property
+    def selector_llm(self) -> Any:
+        return self.role("selector_llm")
+
+    @property
+    def answer_llm(self) -> Any:
+        return self.role("answer_llm")
 
     @property
     def embedder(self) -> Any:
@@ -83,22 +218,36 @@ class Models:
     def reranker(self) -> Any:
         return self._get("reranker", embedder=self.embedder)
 
-    def judges(self, names: Sequence[str]) -> dict[str, Any]:
-        """``main`` is the run's LLM; any other name is a top-level ``judge_llms.<name>`` LLM config."""
+    def judges(self, specs: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """``{name: Judge}`` for ``judge_specs`` (run ``check_roles`` first for friendly errors)."""
+        from mnemis.eval.judge import Judge
+
         out = {}
-        for name in names:
-            if name == "main":
-                out[name] = self.llm
-                continue
-            node = (self.cfg.get("judge_llms") or {}).get(name)
-            if node is None:
-                raise ValueError(f"judge {name!r} has no config: add judge_llms.{name}=<an llm config node>")
-            out[name] = self._get(f"judge_llms.{name}", node, (self.plain.get("judge_llms") or {}).get(name))
+        for spec in judge_specs(self.plain) if specs is None else specs:
+            slot = spec["llm"]
+            if slot is None:
+                llm = self.llm
+            else:
+                node = (self.cfg.get("judge_llms") or {}).get(slot)
+                if node is None:
+                    raise ValueError(f"judge {spec['name']!r}: judge_llms.{slot} is empty")
+                llm = self._llm_role(f"judge_llms.{slot}", node, (self.plain.get("judge_llms") or {}).get(slot))
+            out[spec["name"]] = Judge(llm, spec["criterion"])
         return out
+
+    def ledger(self) -> Any:
+        """One ledger over every LLM this job used (roles sharing an engine counted once)."""
+        from mnemis.models.ledger import Ledger
+
+        total = Ledger()
+        for obj in self._llms:
+            total.merge(obj.ledger)
+        return total
 
     def built(self, key: str) -> bool:
         """Whether the model of this config node exists already (used to skip work without building it)."""
-        return key + ":" + json.dumps(self.plain.get(key), sort_keys=True, default=str) in _MODELS
+        ident_key = "llm" if key == "llm" else key
+        return ident_key + ":" + json.dumps(self.plain.get(key), sort_keys=True, default=str) in _MODELS
 
     def reset_ledgers(self) -> None:
         """Zero the token ledgers of models kept from an earlier job of this process (multirun)."""
@@ -122,7 +271,7 @@ def run_build(plain: dict[str, Any], out: Path, models: Models | None = None) ->
     methods = list(plain.get("methods") or [])
     stages: dict[str, Any] = {}
     with GraphStore(path) as store:
-        store.set_meta("build_config", {k: plain.get(k) for k in BUILD_KEYS if k in plain})
+        store.set_meta("build_config", build_view(plain))
         store.upsert_episodes(data.episodes)
         store.upsert_questions(data.questions)
         if models is not None and (GRAPH_METHODS & set(methods) or "rag" in methods):
@@ -162,15 +311,39 @@ def _build_graph(plain: dict[str, Any], store: GraphStore, data: Dataset, models
     return stages
 
 
+def run_seeds(plain: dict[str, Any]) -> list[int]:
+    """``seeds`` (answer + judge once per seed; metrics give mean ± std), else ``[seed]``."""
+    seeds = plain.get("seeds")
+    if seeds is None:
+        return [int(plain.get("seed", 0))]
+    if isinstance(seeds, (int, str)) or not seeds:
+        raise SystemExit(f"seeds={seeds!r}: give a non-empty list such as seeds=[0,1,2]")
+    try:
+        out = [int(s) for s in seeds]
+    except (TypeError, ValueError):
+        raise SystemExit(f"seeds={seeds!r}: seeds must be integers") from None
+    if len(set(out)) != len(out):
+        raise SystemExit(f"seeds={seeds!r}: repeated seed")
+    temperature = float((plain.get("answer") or {}).get("temperature") or 0.0)
+    if len(out) > 1 and temperature == 0.0:
+        log.warning("seeds=%s with answer.temperature=0: greedy answers do not depend on the seed, so the "
+                    "spread over seeds measures nothing; set answer.temperature > 0", out)
+    return out
+
+
 def run_eval(plain: dict[str, Any], out: Path, models: Models) -> dict[str, Any]:
     """Every configured method on the built memory: retrieve, answer, judge; then metrics and report."""
     from mnemis.eval.harness import evaluate_method, finalize_run
     from mnemis.eval.tracking import make_tracker
 
+    from mnemis.prompts.answer import answer_prompt_for
+
     data = load_configured_dataset(plain)
     methods = list(plain.get("methods") or [])
     judge_cfg = plain["judge"]
-    judges = models.judges(judge_cfg.get("judges") or ["main"])
+    judges = models.judges()
+    answer_cfg = plain.get("answer") or {}
+    seeds = run_seeds(plain)
     questions = list(data.questions)
     if not questions:
         raise SystemExit(f"mnemis {plain['command']}: the dataset slice has no questions (a question is kept only "
@@ -187,23 +360,31 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models) -> dict[str, Any]
         for method in methods:
             t0 = time.perf_counter()
             contexts, retrieved = _method_contexts(method, plain, store, data, questions, models, out, recall)
-            evaluate_method(
-                method=method, questions=questions, contexts=contexts, answer_llm=models.llm, judges=judges,
-                run_dir=out, retrieved=retrieved, seed=int(plain.get("seed", 0)), audit=audit,
-                answer_max_tokens=int(plain.get("answer", {}).get("max_tokens", 256)),
-                judge_max_tokens=int(judge_cfg.get("max_tokens", 200)),
-            )
+            for seed in seeds:  # retrieval once; answering and judging once per seed
+                evaluate_method(
+                    method=method, questions=questions, contexts=contexts, answer_llm=models.answer_llm,
+                    judges=judges, run_dir=out, retrieved=retrieved, seed=seed, audit=audit,
+                    answer_max_tokens=int(answer_cfg.get("max_tokens", 256)),
+                    answer_prompt=answer_prompt_for(answer_cfg, method),
+                    answer_temperature=float(answer_cfg.get("temperature") or 0.0),
+                    judge_max_tokens=int(judge_cfg.get("max_tokens", 200)),
+                )
             timings[method] = round(time.perf_counter() - t0, 2)
     if recall:
         _write(out / "recall.json", recall)
     _write(out / "timings.json", timings)
+    roles = roles_summary(plain)
+    roles["answer_prompts"] = {m: answer_prompt_for(answer_cfg, m).key for m in methods}
+    roles["seeds"] = seeds
+    _write(out / "roles.json", roles)
     len_cfg = judge_cfg.get("leniency") or {}
     boot = judge_cfg.get("bootstrap") or {}
     metrics = finalize_run(
-        out, ledger=models.llm.ledger, leniency_judges=judges if len_cfg.get("enabled") and data.name == "locomo" else None,
+        out, ledger=models.ledger(), leniency_judges=judges if len_cfg.get("enabled") and data.name == "locomo" else None,
         leniency_n=len_cfg.get("n"), leniency_path=len_cfg.get("path"),
         separate=tuple(judge_cfg.get("separate_categories") or ()), failed=judge_cfg.get("failed", "wrong"),
         n_boot=int(boot.get("n_boot", 1000)), seed=int(boot.get("seed", 0)), tracker=tracker,
+        headline=roles["headline_judge"],
     )
     tracker.finish()
     return {"metrics": metrics, "timings": timings, "report": str(out / "report.md")}
@@ -216,8 +397,9 @@ def _method_contexts(
     if method == "full_context":
         from mnemis.baselines.full_context import full_context
 
-        max_len = int(plain["llm"].get("backend", {}).get("max_model_len") or 8192)
-        fc = full_context(data.episodes, questions, max_model_len=max_len, llm=models.llm)
+        answer_node = plain.get("answer_llm") or plain["llm"]
+        max_len = int(answer_node.get("backend", {}).get("max_model_len") or 8192)
+        fc = full_context(data.episodes, questions, max_model_len=max_len, llm=models.answer_llm)
         _write(out / "full_context.json", fc.summary())
         return fc.contexts, None
     if method == "rag":
@@ -231,7 +413,8 @@ def _method_contexts(
     if method in ("mem0", "mem0g"):
         from mnemis.baselines.mem0.pipeline import run_mem0
 
-        work = artifact_dir(plain) / f"{method}-{config_hash(plain, [method])}"  # its settings address its memory
+        view = build_view(plain, [method], prompts="mem0")  # its settings and prompts address its memory
+        work = artifact_dir(plain) / f"{method}-{config_hash(view, sorted(view))}"
         run = run_mem0(data, models.llm, models.embedder, plain[method], work)
         _write(out / f"{method}_stats.json", run.stats)
         return run.contexts, run.retrieved
@@ -240,7 +423,7 @@ def _method_contexts(
     from mnemis.retrieve.pipeline import run_retrieval
 
     reranker = models.reranker if (plain["retrieval"].get("fusion") or {}).get("scorer") == "reranker" else None
-    res = run_retrieval(store, questions, plain["retrieval"], embedder=models.embedder, llm=models.llm,
+    res = run_retrieval(store, questions, plain["retrieval"], embedder=models.embedder, llm=models.selector_llm,
                         reranker=reranker)
     res.save(out)
     recall.update({f"mnemis/{k}": v for k, v in route_recall(store, questions, res.routes()).items()})
@@ -264,9 +447,11 @@ def print_summary(result: dict[str, Any]) -> None:
 
 def _headline(m: Any) -> str:
     try:
-        judge = next(iter(m["judges"].values()))
-        o = judge["raw"]["overall"]
-        return f"accuracy {o['accuracy']:.3f} on {o['total']} questions (judge {next(iter(m['judges']))})"
+        name = m.get("headline_judge") or next(iter(m["judges"]))
+        o = m["judges"][name]["raw"]["overall"]
+        f1 = (m.get("answer_scores") or {}).get("overall", {}).get("f1")
+        return (f"accuracy {o['accuracy']:.3f} on {o['total']} questions (judge {name})"
+                + (f", token F1 {f1:.3f}" if f1 is not None else ""))
     except (KeyError, TypeError, StopIteration, AttributeError):
         return json.dumps(m, default=str)[:200]
 
@@ -289,6 +474,8 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise SystemExit(f"mnemis {command}: methods={methods}: choose one or more of {list(METHODS)}")
+    if command in ("eval", "run"):
+        check_roles(plain)  # before any model loads
     _write(out / "config.json", plain)
     models = Models(cfg, plain)
     result: dict[str, Any] = {"command": command, "output_dir": str(out)}
@@ -298,7 +485,7 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     if command in ("eval", "run"):
         result["eval"] = run_eval(plain, out, models)
     elif models.built("llm"):
-        models.llm.ledger.save(out / "ledger.json")
+        models.ledger().save(out / "ledger.json")
     print_summary(result)
     print(f"outputs: {out}")
     return result
