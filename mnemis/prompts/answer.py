@@ -69,7 +69,8 @@ MEM0_SYSTEM = (
     "3. Turn relative time references into specific dates, months or years using the timestamp of the "
     "memory they appear in (a memory dated 4 May 2022 that says 'last year' means 2021). Never answer "
     "with a relative reference.\n"
-    "4. Do not confuse people named inside a memory with the two speakers.\n"
+    "4. Do not confuse people named inside a memory with the two speakers. Relations between people and "
+    "things, when listed after the memories, are evidence of the same kind.\n"
     "5. The answer is very short: at most six words.\n"
     "Think it through briefly, then finish with one line 'Answer: <the answer>'."
 )

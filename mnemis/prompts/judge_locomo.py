@@ -15,18 +15,30 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from mnemis.prompts.base import Prompt, system, user
 
 ADVERSARIAL = "adversarial"
 
 
+# The reasoning length steers decoding only: a longer reasoning (from a backend that does not enforce the
+# schema) is cut, never a failed verdict. (The class docstring is part of the schema, hence of the
+# response-cache key: keep it unchanged.)
+MAX_REASONING_CHARS = 400
+
+
 class JudgeVerdict(BaseModel):
     """A judge's decision on one answer."""
 
-    reasoning: str = Field(max_length=400, description="one or two sentences comparing the answer with the gold answer")
+    reasoning: str = Field(json_schema_extra={"maxLength": MAX_REASONING_CHARS},
+                           description="one or two sentences comparing the answer with the gold answer")
     label: Literal["CORRECT", "WRONG"] = Field(description="CORRECT or WRONG")
+
+    @field_validator("reasoning")
+    @classmethod
+    def _cut(cls, v: str) -> str:
+        return v[:MAX_REASONING_CHARS]
 
 
 JUDGE_SYSTEM = (

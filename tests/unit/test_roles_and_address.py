@@ -13,7 +13,8 @@ import pytest
 import mnemis.jobs as jobs
 import mnemis.prompts.fingerprint as fp
 from mnemis.config import compose, to_plain
-from mnemis.jobs import Models, build_address, build_view, check_roles, roles_summary, run_command
+from mnemis.jobs import Models, build_address, build_view, run_command
+from mnemis.roles import check_roles, roles_summary, run_seeds
 
 PAPER_EXPERIMENTS = ["paper_locomo_k10", "paper_locomo_k30", "paper_locomo_baselines", "paper_locomo_mem0",
                      "paper_lme_s"]
@@ -174,10 +175,10 @@ def test_mem0_memory_is_addressed_by_its_own_prompts(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------ seeds
 def test_seeds_option_validation():
-    assert jobs.run_seeds({"seed": 3}) == [3] and jobs.run_seeds({"seeds": [0, 2, 1]}) == [0, 2, 1]
+    assert run_seeds({"seed": 3}) == [3] and run_seeds({"seeds": [0, 2, 1]}) == [0, 2, 1]
     for bad in (5, [], [0, 0], ["a"]):
         with pytest.raises(SystemExit, match="seeds="):
-            jobs.run_seeds({"seeds": bad})
+            run_seeds({"seeds": bad})
 
 
 def test_seeds_run_reports_mean_and_std(tmp_path, locomo_path):

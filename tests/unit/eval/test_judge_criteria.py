@@ -59,3 +59,13 @@ def test_leniency_per_criterion():
     assert out["judges"]["generous"]["wrong_vague"]["rate"] == 1.0
     assert out["judges"]["strict"]["wrong_vague"]["rate"] == 0.0
     assert out["judges"]["generous"]["wrong_specific"]["reference_rate"] == 0.106
+
+
+def test_long_reasoning_is_cut_not_a_failure():
+    long = verdict("CORRECT").replace("compared with the gold answer", "because " * 120)
+    llm, _ = scripted_llm(lambda r: long)
+    assert judge_answers({"j": llm}, [make_question(0)], ["Paris"]) == {"j": [True]}
+    from mnemis.prompts.judge_locomo import JudgeVerdict
+
+    assert JudgeVerdict.model_json_schema()["properties"]["reasoning"]["maxLength"] == 400  # still steers decoding
+    assert len(JudgeVerdict.model_validate_json(long).reasoning) == 400
