@@ -153,8 +153,7 @@ class Models:
 
     def built(self, key: str) -> bool:
         """Whether the model of this config node exists already (used to skip work without building it)."""
-        ident_key = "llm" if key == "llm" else key
-        return ident_key + ":" + json.dumps(self.plain.get(key), sort_keys=True, default=str) in _MODELS
+        return key + ":" + json.dumps(self.plain.get(key), sort_keys=True, default=str) in _MODELS
 
     def reset_ledgers(self) -> None:
         """Zero the token ledgers of models kept from an earlier job of this process (multirun)."""
@@ -222,7 +221,6 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models) -> dict[str, Any]
     """Every configured method on the built memory: retrieve, answer, judge; then metrics and report."""
     from mnemis.eval.harness import evaluate_method, finalize_run
     from mnemis.eval.tracking import make_tracker
-
     from mnemis.prompts.answer import answer_prompt_for
 
     data = load_configured_dataset(plain)

@@ -79,7 +79,8 @@ def describe_llm(node: Any) -> str:
         return str(node)
     backend = node.get("backend") or {}
     cls = str(backend.get("_target_", node.get("_target_", "?"))).rsplit(".", 1)[-1]
-    return f"{cls}:{backend.get('model', '?')}"
+    model = backend.get("model")
+    return f"{cls}:{model}" if model else cls
 
 
 def _same_model(a: Any, b: Any) -> bool:
