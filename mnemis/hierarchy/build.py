@@ -4,7 +4,10 @@ Layer 0 is the entities. For each layer ``i = 1..max_layers`` every unfinished g
 steps, and each LLM step is **one** ``generate()`` call holding the requests of all groups:
 
 1. categorize: the layer ``i-1`` nodes in indexed batches (at layer 1 the speaker entities go to a
-   rule-made "Speaker" category instead; it then takes part in higher layers like any node);
+   rule-made "Speaker" category instead; it then takes part in higher layers like any node). By
+   default all batches go in one call; with ``sequential_batches`` (the paper) batch *k* of every
+   group goes in call *k*, after the categories of batches < *k* exist, and each prompt lists them
+   (with ``existing_descriptions``: by their members' commonest tags and a few member names);
 2. dissolve categories with fewer than ``min_children`` children; re-ask once for every node left
    without a category (one call), dissolve again, promote what is still unassigned
    (``constraints.promote``);
@@ -14,7 +17,8 @@ steps, and each LLM step is **one** ``generate()`` call holding the requests of 
 
 A group stops at ``max_layers``, when a layer has one node, or by rule 3. A group with fewer than
 two entities gets a trivial hierarchy without any LLM call. ``organize`` reads the entities from the
-store, builds, stores the result with ``replace_hierarchy`` and returns the quality metrics.
+store, builds, commits every layer as it is made (``replace_hierarchy`` + a progress record, so a killed
+build resumes at its first unfinished layer: ``mnemis.hierarchy.progress``) and returns the quality metrics.
 """
 
 from __future__ import annotations
