@@ -37,7 +37,8 @@ def run(episodes, knobs: dict) -> dict:
     llm = scripted_llm()
     with tempfile.TemporaryDirectory() as tmp, GraphStore(Path(tmp) / "m.db") as store:
         t0 = time.perf_counter()
-        stats = BaseGraphBuilder(store, llm, HashingEmbedder(64), show_progress=False, **knobs).ingest(episodes)
+        builder = BaseGraphBuilder(store, llm, HashingEmbedder(64), show_progress=False, **knobs)
+        stats = builder.ingest(episodes)
         wall = time.perf_counter() - t0
         groups = sorted({e.group_id for e in episodes})
         counts = {k: sum(store.counts(g)[k] for g in groups) for k in ("entities", "facts", "mentions")}
@@ -67,8 +68,8 @@ def main() -> None:
     from mnemis.data.locomo import load_locomo
 
     ds = load_locomo(args.data)
-    eps = sorted((e for e in ds.episodes_of(args.group) if args.sessions is None or e.session in args.sessions),
-                 key=lambda e: e.position)
+    eps = [e for e in ds.episodes_of(args.group) if args.sessions is None or e.session in args.sessions]
+    eps.sort(key=lambda e: e.position)
     out = {"what": "rule-based scripted LLM (no model) + hashing embedder; prompt sizes in whitespace words",
            "slice": {"group": args.group, "sessions": args.sessions, "episodes": len(eps)},
            "modes": {name: run(eps, knobs) for name, knobs in MODES.items()}}

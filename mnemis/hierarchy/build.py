@@ -159,7 +159,9 @@ class _Group:
             llm_calls=self.llm_calls, llm_failures=self.llm_failures, repairs=asdict(self.repairs),
         )
 
-    def restore(self, rec: LayerProgress, categories: Sequence[Category], edges: Sequence[CategoryEdge]) -> None:
+    def restore(
+        self, rec: LayerProgress, categories: Sequence[Category], edges: Sequence[CategoryEdge]
+    ) -> None:
         """Continue from a stored record and the categories/edges committed with it."""
         self.categories, self.edges = list(categories), list(edges)
         self.next_layer, self.done, self.stop_reason = rec.next_layer, rec.done, rec.stop_reason
@@ -168,7 +170,9 @@ class _Group:
         self.repairs = Repairs(**rec.repairs)
         if rec.next_layer > 1:  # the last committed layer, in commit order, is the next one's input
             top = rec.next_layer - 1
-            self.lower = [LayerNode(c.id, c.name, tuple(c.tags), c.summary) for c in categories if c.layer == top]
+            self.lower = [
+                LayerNode(c.id, c.name, tuple(c.tags), c.summary) for c in categories if c.layer == top
+            ]
 
 
 @dataclass
@@ -489,13 +493,14 @@ def organize(
         rec = load_progress(store, g, fp)
         if rec is not None:
             resume[g] = (rec, store.categories(g), store.category_edges(g))
-            log.info("hierarchy of %s: resuming at layer %d%s", g, rec.next_layer, " (finished)" if rec.done else "")
+            log.info("hierarchy of %s: resuming at layer %d (done: %s)", g, rec.next_layer, rec.done)
 
     def commit(layer: int, snaps: list[LayerSnapshot]) -> None:
         with store.transaction():
             for snap in snaps:
                 store.replace_hierarchy(snap.group_id, snap.categories, snap.edges)
-                save_progress(store, snap.group_id, snap.progress.model_copy(update={"fingerprint": fps[snap.group_id]}))
+                rec = snap.progress.model_copy(update={"fingerprint": fps[snap.group_id]})
+                save_progress(store, snap.group_id, rec)
 
     built = build_hierarchies(entities, llm, cfg, resume=resume, on_layer=commit)
     finished = {g for g, (rec, _, _) in resume.items() if rec.done}
@@ -503,10 +508,11 @@ def organize(
         for gid, b in built.items():
             if gid not in finished:
                 store.replace_hierarchy(gid, b.categories, b.edges)
-                save_progress(store, gid, b.progress.model_copy(update={"fingerprint": fps[gid], "done": True}))
+                rec = b.progress.model_copy(update={"fingerprint": fps[gid], "done": True})
+                save_progress(store, gid, rec)
     if embedder is not None:
-        rows = [(gid, c) for gid, b in built.items() if gid not in finished or not store.embedded_ids(gid, "category")
-                for c in b.categories]
+        todo = [g for g in built if g not in finished or not store.embedded_ids(g, "category")]
+        rows = [(gid, c) for gid in todo for c in built[gid].categories]
         if rows:
             vecs = embedder.encode([category_text(c) for _, c in rows], kind="document")
             by_group: dict[str, list[int]] = {}

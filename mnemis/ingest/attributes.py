@@ -8,11 +8,12 @@ summary accumulates message by message and entity resolution of the next episode
 Summary embeddings are written once at the end (``embed_stale``): the entities touched are recorded
 as stale in the same transaction as the new summary.
 
-``end`` (``refresh_attributes``, our default): once per ``ingest`` call. An entity is due when its mention count grew by at least ``min_new_mentions`` since its last summary
-(progress key ``"<entity id>#<mention count>"`` under stage ``attributes``). Each due entity gets one
+``end`` (``refresh_attributes``, our default): once per ``ingest`` call. An entity is due when its
+mention count grew by at least ``min_new_mentions`` since its last summary (progress key
+``"<entity id>#<mention count>"`` under stage ``attributes``). Each due entity gets one
 ``entity_attributes`` request built from its previous summary, up to ``max_messages`` mentioning
-messages (the new ones, evenly spread) and up to ``max_facts`` live facts touching it; all entities of
-all groups go in one ``generate``. Summaries are re-embedded (``entity_summary`` = "name: summary").
+messages (the new ones, evenly spread) and up to ``max_facts`` live facts touching it; all entities
+of all groups go in one ``generate``. Summaries are re-embedded (``entity_summary`` = "name: summary").
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def update_step(
         for eid in dict.fromkeys(it.entity_ids):
             e = it.entities.get(eid)
             if e is None:
-                raise RuntimeError(f"episode {it.episode.id} mentions entity {eid} unknown to group {it.group_id}")
+                raise RuntimeError(
+                    f"episode {it.episode.id} mentions entity {eid} unknown to group {it.group_id}")
             renders.append(ENTITY_ATTRIBUTES_UPDATE.render(e.name, e.summary, e.tags, it.episode, it.previous,
                                                            it.facts.get(eid, ())))
             jobs.append((it, e))

@@ -239,7 +239,8 @@ class BaseGraphBuilder:
         context = {g: self._context(g) for g in queues} if EPISODE_STAGE in stages else {}
         for i in progress(range(n_steps), total=n_steps, desc="resolve", enabled=self.show_progress):
             step = [(g, q[i]) for g, q in queues.items() if i < len(q)]
-            todo = [(entities[g], e, self._load_extraction(e)) for g, e in step if e.id not in done[g]["resolve"]]
+            todo = [(entities[g], e, self._load_extraction(e)) for g, e in step
+                    if e.id not in done[g]["resolve"]]
             if todo:
                 delta: Counter = Counter()
                 outcomes = resolve_step(
@@ -282,6 +283,6 @@ class BaseGraphBuilder:
         ids = [i for i in dict.fromkeys(self._resolved(e)) if i is not None]
         about: dict[str, list[str]] = {}
         for eid in ids:
-            rows = [facts.facts[f] for f in facts.by_entity.get(eid, []) if e.id in facts.facts[f].episode_ids]
-            about[eid] = [render_fact(f) for f in rows]
+            rows = [facts.facts[f] for f in facts.by_entity.get(eid, [])]
+            about[eid] = [render_fact(f) for f in rows if e.id in f.episode_ids]
         return EpisodeEvidence(ents.group_id, ents.entities, e, previous, ids, about)

@@ -1,8 +1,8 @@
 """Category extraction for one layer of the hierarchy (REFERENCE §3.2–§3.4, our own wording).
 
 The model sees an indexed list of nodes of layer ``i-1`` (``k. name [tag, tag]``) and the categories
-already made at layer ``i`` (by name, or described as ``- name [tag, tag]: e.g. member, member``), and answers with assignments ``{"category": name, "indexes": [k, ...]}``;
-nodes are referred to by index only.
+already made at layer ``i`` (by name, or described as ``- name [tag, tag]: e.g. member, member``), and
+answers with assignments ``{"category": name, "indexes": [k, ...]}``; nodes are referred to by index only.
 Constraints (coverage, minimum children, no "and" names) are enforced again in code by
 ``mnemis.hierarchy.constraints``; the prompt only asks for them. The paper's ``prev_example`` (a
 sample of the layer below) is not sent: from layer 2 on, the listed nodes *are* that layer.

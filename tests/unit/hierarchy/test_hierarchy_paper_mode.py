@@ -45,7 +45,8 @@ def test_sequential_batches_see_earlier_categories_with_descriptions():
     # 8 nodes in batches of 3, 3, 2: three rounds, each one generate() holding both groups
     assert [len(b) for b in rounds] == [2, 2, 2]
     first, second, third = (r[0] for r in rounds)
-    assert prompt_nodes(first) == ["Dog", "Cat", "Oak"] and prompt_nodes(second) == ["Maple", "Guitar", "Piano"]
+    assert prompt_nodes(first) == ["Dog", "Cat", "Oak"]
+    assert prompt_nodes(second) == ["Maple", "Guitar", "Piano"]
     assert _existing_lines(first) == ["- Speaker [conversation participant]: e.g. Ann"]
     # round 2 sees what round 1 made, each category described by its members' tags and names
     assert set(_existing_lines(second)) == {"- Speaker [conversation participant]: e.g. Ann",

@@ -34,7 +34,8 @@ class Recorder:
         prev = "" if prev == "(none yet)" else prev
         msg = current_message(req)
         self.seen.append((name, prev, msg))
-        return {"summary": f"{prev}[{msg}]", "tags": ["Person" if name in ("Melanie", "Caroline") else "Thing"]}
+        tag = "Person" if name in ("Melanie", "Caroline") else "Thing"
+        return {"summary": f"{prev}[{msg}]", "tags": [tag]}
 
 
 def test_summaries_accumulate_in_episode_order(build):
@@ -65,7 +66,8 @@ def test_one_generate_per_step_across_groups(build):
     builder.ingest(eps)
     batches = backend.batches_for("entity_attributes")
     # one call per step (steps = the longest group's episodes), never one per group or per entity
-    assert [sorted({group_of[current_message(r)] for r in b}) for b in batches] == [["a", "b"]] * 2 + [["a"]] * 2
+    groups = [sorted({group_of[current_message(r)] for r in b}) for b in batches]
+    assert groups == [["a", "b"]] * 2 + [["a"]] * 2
     assert all(r.stage == "entity_attributes" for b in batches for r in b)
     # each step resolves, dedups, then summarises before the next step resolves
     order = [b[0].stage for b in backend.batches if b[0].stage in ("resolve_entities", "entity_attributes")]

@@ -25,9 +25,9 @@ EMB = HashingEmbedder(64)
 def _no_match(req):
     if req.stage == "resolve_entities":
         return {"decisions": [{"new": i, "match": -1} for i in range(len(section(req, "New names:")))]}
+    header = next(h for h in req.messages[-1]["content"].splitlines() if h.startswith("New facts"))
     return {"decisions": [{"new": i, "duplicate_of": -1, "contradicts": []}
-                          for i in range(len(section(req, next(h for h in req.messages[-1]["content"].splitlines()
-                                                                if h.startswith("New facts")))))]}
+                          for i in range(len(section(req, header)))]}
 
 
 @pytest.mark.parametrize("per_item", [True, False])
@@ -55,18 +55,20 @@ def test_each_name_keeps_its_own_top_k(tmp_path, per_item):
 
 
 def _fact(i, src, tgt, text, when):
-    return Fact(group_id="g", id=f"f{i}", source_id=src, target_id=tgt, relation="R", fact=text, valid_at=when,
-                created_at=when, episode_ids=[f"e{i}"])
+    return Fact(group_id="g", id=f"f{i}", source_id=src, target_id=tgt, relation="R", fact=text,
+                valid_at=when, created_at=when, episode_ids=[f"e{i}"])
 
 
 @pytest.mark.parametrize("per_item", [True, False])
 def test_each_fact_keeps_its_own_candidates(tmp_path, per_item):
     a, b, c = (entity_id("g", n) for n in ("Ann", "Bob", "Cat"))
     # 15 same-pair facts (Ann-Bob chit-chat), then one Ann-Cat fact about where Ann lives
-    rows = [_fact(i, a, b, f"Ann chatted with Bob about topic {i}.", T0 + timedelta(days=i)) for i in range(15)]
+    rows = [_fact(i, a, b, f"Ann chatted with Bob about topic {i}.", T0 + timedelta(days=i))
+            for i in range(15)]
     rows.append(_fact(15, a, c, "Ann lives in Denver with Cat.", T0 + timedelta(days=20)))
     with GraphStore(tmp_path / "m.db") as store:
-        store.upsert_entities([Entity(group_id="g", id=i, name=n) for i, n in ((a, "Ann"), (b, "Bob"), (c, "Cat"))])
+        store.upsert_entities([Entity(group_id="g", id=i, name=n)
+                               for i, n in ((a, "Ann"), (b, "Bob"), (c, "Cat"))])
         store.upsert_facts(rows)
         state = GroupFacts(store, "g", EMB)
         vec = EMB.encode(["Ann lives in Denver with Bob."])[0]
@@ -84,8 +86,9 @@ def test_each_fact_keeps_its_own_candidates(tmp_path, per_item):
         ext = EpisodeExtraction(names=["Ann", "Bob", "Cat"], facts=[
             ExtractedFactRecord(0, 1, "LIVES_WITH", "Ann lives in Denver with Bob."),
             ExtractedFactRecord(0, 2, "KNOWS", "Ann knows Cat from work.")])
+        other = EMB.encode(["Ann knows Cat from work."])[0]
         own = [state.candidates(a, b, vec, 10, 0.0, per_item=per_item),
-               state.candidates(a, c, EMB.encode(["Ann knows Cat from work."])[0], 10, 0.0, per_item=per_item)]
+               state.candidates(a, c, other, 10, 0.0, per_item=per_item)]
         assert len(set(own[0]) | set(own[1])) > 10
         backend = ScriptedBackend(_no_match)
         dedup_step([(state, ep, ext, [a, b, c])], LLM(backend), EMB, Counter(), max_candidates=10,
