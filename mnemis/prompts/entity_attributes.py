@@ -85,11 +85,11 @@ def render_entity_update(
     facts: Sequence[str],
 ) -> list[dict[str, str]]:
     """Messages updating ``name``'s ``summary`` and ``tags`` with what ``episode`` (after its earlier
-    messages ``previous``, shown as context) and its ``facts`` about the entity add."""
-    parts = [f"Entity: {name}", f"Current summary: {summary or '(none yet)'}"]
+    messages ``previous``, shown as context) and its ``facts`` about the entity add. The messages come
+    first, so the requests for the entities of one episode share their prefix (prefix caching)."""
+    parts = [context_block(episode, previous), f"Entity: {name}", f"Current summary: {summary or '(none yet)'}"]
     if tags:
         parts.append(f"Current tags: {', '.join(tags)}")
-    parts.append(context_block(episode, previous))
     if facts:
         parts.append("Facts from the CURRENT message:\n" + "\n".join(f"- {f}" for f in facts))
     parts.append("Task: write the updated summary and tags of the entity.")

@@ -9,7 +9,7 @@ import pytest
 
 from mnemis.ingest.attributes import EPISODE_STAGE, STALE_STAGE
 from mnemis.ingest.embed_items import entity_texts
-from mnemis.scale.responder import user_text
+from mnemis.scale.responder import entity_name, user_text
 
 from .fakes import current_message, episodes, graph, rule_responder, section
 
@@ -29,7 +29,7 @@ class Recorder:
         if req.stage != "entity_attributes":
             return rule_responder(req)
         text = user_text(req)
-        name = text.splitlines()[0].removeprefix("Entity: ")
+        name = entity_name(req)
         prev = re.search(r"^Current summary: (.*)$", text, re.MULTILINE).group(1)
         prev = "" if prev == "(none yet)" else prev
         msg = current_message(req)
@@ -69,6 +69,10 @@ def test_one_generate_per_step_across_groups(build):
     groups = [sorted({group_of[current_message(r)] for r in b}) for b in batches]
     assert groups == [["a", "b"]] * 2 + [["a"]] * 2
     assert all(r.stage == "entity_attributes" for b in batches for r in b)
+    # the entities of one episode share the prompt up to their own part (prefix caching)
+    for b in batches:
+        heads = {(r.messages[0]["content"], user_text(r).split("\nEntity: ")[0]) for r in b}
+        assert len(heads) == len({current_message(r) for r in b})
     # each step resolves, dedups, then summarises before the next step resolves
     order = [b[0].stage for b in backend.batches if b[0].stage in ("resolve_entities", "entity_attributes")]
     assert order.index("entity_attributes") < max(i for i, s in enumerate(order) if s == "resolve_entities")
