@@ -157,7 +157,9 @@ class BaseGraphBuilder:
         self._resolve(by_group, run.counters)
         delta: Counter = Counter()
         if self.attribute_refresh == "episode":
-            delta["attributes.embedded"] += embed_stale(self.store, groups, self.embedder)
+            embedded = embed_stale(self.store, groups, self.embedder)
+            if embedded:
+                delta["attributes.embedded"] = embedded
         else:
             refresh_attributes(
                 self.store, groups, self.llm, self.embedder, delta,
