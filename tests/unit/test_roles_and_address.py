@@ -101,14 +101,14 @@ def test_roles_share_one_engine_when_configs_match():
 def test_roles_answering_and_judging_are_not_build_keys_but_the_build_llm_is():
     base = build_address(_plain(["experiment=paper_locomo_k10"]))
     for ov in (["+llm@answer_llm=qwen3_32b_vllm"], ["+llm@selector_llm=qwen3_32b_vllm"], ["answer.prompt=terse"],
-               GPT, ["seeds=[0,1]"], ["paths.cache_dir=/elsewhere/cache"], ["ingest.show_progress=true"]):
+               GPT, ["seeds=[0,1]"], ["paths.cache_dir=elsewhere/cache"], ["ingest.show_progress=true"]):
         assert build_address(_plain(["experiment=paper_locomo_k10", *ov])) == base, ov
     assert build_address(_plain(["experiment=paper_locomo_k10", "llm=qwen3_32b_vllm"])) != base
 
 
 def test_moving_the_cache_keeps_the_address():
-    a = _plain(["experiment=quickstart", "paths.cache_dir=/tmp/one"])
-    b = _plain(["experiment=quickstart", "paths.cache_dir=/var/two"])
+    a = _plain(["experiment=quickstart", "paths.cache_dir=cache/one"])
+    b = _plain(["experiment=quickstart", "paths.cache_dir=elsewhere/two"])
     assert a["llm"]["cache_dir"] != b["llm"]["cache_dir"]
     assert build_address(a) == build_address(b) and build_view(a) == build_view(b)
     assert "cache_dir" not in json.dumps(build_view(a))
