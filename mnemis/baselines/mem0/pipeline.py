@@ -211,6 +211,8 @@ def run_mem0(dataset: Dataset, llm: Any, embedder: Any, cfg: Mapping[str, Any] |
             hits, extra = graph.search(questions, layout)
             for ctx, h in zip(retrieved, hits):
                 ctx.facts += h
+                have = {e.id for e in ctx.episodes}
+                ctx.episodes += [e for e in graph.episode_hits(h) if e.id not in have]  # evidence recall
         contexts = render_memories(store, retrieved, layout, extra=extra)
         keys = {g: [g] + [r.key for r in layout.get(g, ()) if r.key != g] for g in dataset.groups}
         stats: dict[str, Any] = {

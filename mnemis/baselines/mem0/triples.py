@@ -228,6 +228,15 @@ class TripleGraph:
         if change.relations:
             self.store.put_relations(change.relations)
 
+    def episode_hits(self, hits: Sequence[Hit]) -> list[Hit]:
+        """The source messages of relation ``hits`` (best first, each once) as episode hits."""
+        rels = {rid: r for g in self._graphs.values() for rid, r in g.relations.items()}
+        out: dict[str, Hit] = {}
+        for h in hits:
+            for e in rels[h.id].episode_ids if h.id in rels else ():
+                out.setdefault(e, Hit(id=e, kind="episode", score=h.score, scores={"mem0g": h.score}))
+        return list(out.values())
+
     def counts(self, keys: Sequence[str]) -> dict[str, int]:
         rels = [r for k in keys for r in self.graph(k).relations.values()]
         return {"nodes": sum(len(self.graph(k).nodes) for k in keys), "relations": len(rels),

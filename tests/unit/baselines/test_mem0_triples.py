@@ -103,6 +103,10 @@ def test_graph_per_speaker_store_and_rendering(tmp_path):
 def test_graph_include_invalid_false_hides_obsolete(tmp_path):
     llm, _ = make_llm(graph_responder)
     data = Dataset(name="t", groups=["g"], episodes=episodes("g", TURNS), questions=QS)
-    cfg = Mem0Config(graph=True, k=1, summary_every=0, pair_size=1, graph_include_invalid=False)
+    cfg = Mem0Config(graph=True, k=0, summary_every=0, pair_size=1, graph_include_invalid=False)
     run = run_mem0(data, llm, HashingEmbedder(), cfg, tmp_path)
     assert "Boston" not in run.contexts[0].split("Relations:")[1] and "Austin" in run.contexts[0]
+    # no memory retrieved (k = 0): the evidence is the relations' own messages, the obsolete one's excluded
+    ret = run.retrieved[0]
+    assert all(h.id.startswith("rel_") for h in ret.facts)
+    assert "g:D1:3" in {e.id for e in ret.episodes} and "g:D1:1" not in {e.id for e in ret.episodes}
