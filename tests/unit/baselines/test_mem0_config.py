@@ -44,3 +44,21 @@ def test_ablations_compose_on_top_of_paper_mode():
     assert Mem0Config.from_mapping(cfg["mem0g"]).graph_kind == "graphiti"
     mem0 = Mem0Config.from_mapping(cfg["mem0"])
     assert (mem0.per_speaker, mem0.k) == (False, 10)
+
+
+@pytest.mark.slow  # ~8 s: one compose per command
+def test_readme_commands_compose():
+    """Every `mnemis run` line of experiments/paper/mem0/README.md composes (sweeps: their first job)."""
+    import shlex
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[3] / "experiments" / "paper" / "mem0" / "README.md"
+    lines = [ln for ln in readme.read_text().splitlines() if ln.startswith("mnemis run ")]
+    assert len(lines) == 7
+    for ln in lines:
+        args = [a for a in shlex.split(ln.split("#")[0])[2:] if a != "-m"]
+        args = [a.split(",")[0] if "," in a and "[" not in a else a for a in args]
+        cfg = _cfg(args)
+        for m in cfg["methods"]:
+            if m in ("mem0", "mem0g"):
+                Mem0Config.from_mapping(cfg[m])
