@@ -8,7 +8,8 @@ update one memory both reach its text, and a fact never targets a memory deleted
 *j* makes one ``generate`` for the *j*-th fact of every store that has one, then one ``encode`` for the
 memories that round changed. Bad decisions (unknown operation, an id not in the list shown, an UPDATE
 without text, a failed reply) are counted under ``bad.<reason>``, logged as NOOP with that reason, and
-never raise; a memory text over ``MAX_MEMORY_CHARS`` is trimmed and counted (``update.text_trimmed``).
+never raise; a memory text over ``MAX_MEMORY_CHARS`` is trimmed and counted (``update.text_trimmed``), one
+without a letter (only a date) counts as no text (``update.text_no_words``).
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ def apply_decision(out: UpdateOutcome, item: PairFacts, index: int, shown: Seque
     op = op_of(decision)
     text, cut = clip(" ".join(str(getattr(decision, "text", "") or "").split()), MAX_MEMORY_CHARS)
     out.counters["update.text_trimmed"] += int(cut and op in ("ADD", "UPDATE"))
+    if text and not any(ch.isalpha() for ch in text):  # e.g. only a date: no memory text (ADD keeps the fact)
+        out.counters["update.text_no_words"] += int(op in ("ADD", "UPDATE"))
+        text = ""
     target = getattr(decision, "id", -1)
     if op not in OPERATIONS:
         _record(out, item, "NOOP", None, None, None, fact, "unknown_op")

@@ -73,21 +73,22 @@ def test_delete_is_recoverable_from_history(tmp_path):
 
 def test_bad_operations_are_counted_noops(tmp_path):
     turns = [("Ann", "Ann likes tea"), ("Ann", "unknown op"), ("Ann", "bad id"), ("Ann", "empty update"),
-             ("Ann", "delete nothing"), ("Ann", "garbage"), ("Ann", "Ann likes tea")]
+             ("Ann", "delete nothing"), ("Ann", "garbage"), ("Ann", "Ann likes tea"), ("Ann", "date only")]
     plan = {"unknown op": ("MERGE", "Ann likes tea", "x"), "bad id": ("UPDATE", 7, "Ann likes coffee"),
             "empty update": ("UPDATE", "Ann likes tea", "  "), "delete nothing": ("DELETE", -1, ""),
-            "garbage": ("ADD", None, ""), "Ann likes tea": ("ADD", None, "Ann likes tea")}
+            "garbage": ("ADD", None, ""), "Ann likes tea": ("ADD", None, "Ann likes tea"),
+            "date only": ("ADD", None, "2023/05/08")}
     llm, _ = make_llm(Decider(plan))
     store = Mem0Store(tmp_path / "mem0.sqlite")
     build_mem0(episodes("g", turns), llm, HashingEmbedder(), CFG, store)
-    assert live(store, "g") == ["Ann likes tea"]
-    assert store.count("g", include_deleted=True) == 1
+    assert live(store, "g") == ["Ann likes tea", "date only"]  # a text without a word: the fact is kept instead
+    assert store.count("g", include_deleted=True) == 2
     totals = store.totals("g")
     assert {k: v for k, v in totals.items() if k.startswith("bad.")} == {
         "bad.unknown_op": 1, "bad.bad_id": 2, "bad.empty_text": 1, "bad.failed_reply": 1, "bad.duplicate_add": 1}
-    assert totals["op.NOOP"] == 6 and totals["op.ADD"] == 1
+    assert totals["op.NOOP"] == 6 and totals["op.ADD"] == 2 and totals["update.text_no_words"] == 1
     reasons = [h.reason for h in store.history("g")]
-    assert reasons == ["", "unknown_op", "bad_id", "empty_text", "bad_id", "failed_reply", "duplicate_add"]
+    assert reasons == ["", "unknown_op", "bad_id", "empty_text", "bad_id", "failed_reply", "duplicate_add", ""]
 
 
 def test_extracted_facts_are_cleaned_and_capped(tmp_path):
