@@ -228,15 +228,13 @@ def run_mem0(dataset: Dataset, llm: Any, embedder: Any, cfg: Mapping[str, Any] |
     finally:
         store.close()
     if conf.graph and not triples:
-        contexts = _graphiti_relations(dataset, llm, embedder, conf, work, questions, retrieved, contexts, layout,
-                                       store_path=work / STORE_FILE, stats=stats)
+        contexts = _graphiti_relations(dataset, llm, embedder, conf, work, questions, retrieved, layout, stats)
     return Mem0Run(conf.method, contexts, retrieved, stats)
 
 
 def _graphiti_relations(dataset: Dataset, llm: Any, embedder: Any, conf: Mem0Config, work: Path,
-                        questions: list[Any], retrieved: list[RetrievedContext], contexts: list[str],
-                        layout: Mapping[str, Sequence[StoreRef]], *, store_path: Path,
-                        stats: dict[str, Any]) -> list[str]:
+                        questions: list[Any], retrieved: list[RetrievedContext],
+                        layout: Mapping[str, Sequence[StoreRef]], stats: dict[str, Any]) -> list[str]:
     """The "graphiti" Mem0g ablation: the Mnemis base-graph stages build one graph per group; its
     relations (fact sentence and validity dates) are appended to the memories of each question."""
     from mnemis.baselines.mem0.graph import build_graph, render_relations, search_graph
@@ -256,7 +254,7 @@ def _graphiti_relations(dataset: Dataset, llm: Any, embedder: Any, conf: Mem0Con
                           "facts": {g: graph.counts(g) for g in dataset.groups}}
     finally:
         graph.close()
-    store = Mem0Store(store_path)
+    store = Mem0Store(work / STORE_FILE)
     try:
         return render_memories(store, retrieved, layout, extra=extra)
     finally:
