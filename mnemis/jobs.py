@@ -191,7 +191,7 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models) -> dict[str, Any]
                 method=method, questions=questions, contexts=contexts, answer_llm=models.llm, judges=judges,
                 run_dir=out, retrieved=retrieved, seed=int(plain.get("seed", 0)), audit=audit,
                 answer_max_tokens=int(plain.get("answer", {}).get("max_tokens", 256)),
-                judge_max_tokens=int(judge_cfg.get("max_tokens", 200)),
+                judge_max_tokens=judge_cfg.get("max_tokens", 200),  # an int or "auto" (the schema's worst case)
             )
             timings[method] = round(time.perf_counter() - t0, 2)
     if recall:

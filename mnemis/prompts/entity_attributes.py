@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
@@ -12,6 +13,7 @@ from mnemis.prompts.extract_entities import short
 MAX_TAGS = 5
 TAG_WORDS = 3
 MAX_SUMMARY_CHARS = 400
+MAX_TAG_CHARS = 40  # decoding bound only; clean_tags trims to TAG_WORDS words
 
 ATTRIBUTES_SYSTEM = (
     "You write entity profiles for a knowledge graph memory. The summary states, in at most two sentences, "
@@ -23,7 +25,8 @@ ATTRIBUTES_SYSTEM = (
 class EntityAttributes(BaseModel):
     summary: str = Field(json_schema_extra={"maxLength": MAX_SUMMARY_CHARS},
                          description="at most two sentences about the entity")
-    tags: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_TAGS},
+    tags: list[Annotated[str, Field(json_schema_extra={"maxLength": MAX_TAG_CHARS})]] = Field(
+                            default_factory=list, json_schema_extra={"maxItems": MAX_TAGS},
                             description="up to 5 type/role descriptors of at most 3 words each")
 
 

@@ -9,18 +9,27 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from mnemis.prompts.base import Prompt, system, user
 
 ADVERSARIAL = "adversarial"
+MAX_REASONING_CHARS = 400
 
 
 class JudgeVerdict(BaseModel):
     """A judge's decision on one answer."""
 
-    reasoning: str = Field(max_length=400, description="one or two sentences comparing the answer with the gold answer")
+    # maxLength bounds decoding; a longer reasoning (a backend without constrained decoding) is trimmed,
+    # never a failure: the label is what counts
+    reasoning: str = Field(json_schema_extra={"maxLength": MAX_REASONING_CHARS},
+                           description="one or two sentences comparing the answer with the gold answer")
     label: Literal["CORRECT", "WRONG"] = Field(description="CORRECT or WRONG")
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _trim(cls, value: object) -> object:
+        return value[:MAX_REASONING_CHARS] if isinstance(value, str) else value
 
 
 JUDGE_SYSTEM = (

@@ -37,7 +37,8 @@ class MemoryOperation(BaseModel):
 
     operation: str = Field(json_schema_extra={"enum": list(OPERATIONS)},
                            description="ADD, UPDATE, DELETE or NOOP")
-    id: int = Field(-1, description="number of the existing memory for UPDATE/DELETE, else -1")
+    id: int = Field(-1, json_schema_extra={"minimum": -1, "maximum": 99},  # decoding bound only
+                    description="number of the existing memory for UPDATE/DELETE, else -1")
     text: str = Field("", max_length=600, description="memory text for ADD/UPDATE, else empty")
 
 

@@ -17,6 +17,10 @@ from pydantic import BaseModel
 
 from mnemis.models.llm.base import Completion, LLMRequest
 
+class Cut(str):
+    """A scripted reply that stopped at ``max_tokens`` (``finish_reason="length"``)."""
+
+
 Reply = str | dict | list | BaseModel | Exception
 Responder = Callable[[LLMRequest], Reply]
 
@@ -86,8 +90,8 @@ class ScriptedBackend:
                     out.append(Completion(text="", prompt_tokens=prompt_tokens, error=str(reply) or "error"))
                     continue
                 text = _to_text(reply)
-                out.append(Completion(text=text, prompt_tokens=prompt_tokens,
-                                      completion_tokens=_count_tokens(text), finish_reason="stop"))
+                out.append(Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=_count_tokens(text),
+                                      finish_reason="length" if isinstance(reply, Cut) else "stop"))
             return out
 
 

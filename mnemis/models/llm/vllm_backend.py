@@ -89,7 +89,10 @@ class VLLMBackend:
         schema = request.json_schema()
         return SamplingParams(
             temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed,
-            structured_outputs=StructuredOutputsParams(json=schema) if schema is not None else None,
+            # fixed JSON whitespace: the reply-budget bound (mnemis.models.llm.budget) holds, and a small
+            # model cannot pad a reply with newlines until max_tokens
+            structured_outputs=(StructuredOutputsParams(json=schema, disable_any_whitespace=True)
+                                if schema is not None else None),
         )
 
     def _chat(self, requests: Sequence[LLMRequest]) -> list[Completion]:
