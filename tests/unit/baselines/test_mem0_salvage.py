@@ -1,0 +1,34 @@
+"""Mem0 stages keep the complete facts of an extraction reply cut at max_tokens (client salvage)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+from mnemis.baselines.mem0.pipeline import Mem0Config, build_mem0
+from mnemis.baselines.mem0.store import Mem0Store
+from mnemis.models.embed import HashingEmbedder
+from mnemis.models.llm.client import LLM
+from mnemis.models.llm.scripted import Cut, ScriptedBackend
+from mnemis.types import Episode
+
+T0 = datetime(2023, 5, 8, 13, 0)
+
+
+def test_cut_extraction_keeps_complete_facts(tmp_path):
+    def respond(req):
+        if req.stage == "mem0_extract":
+            text = json.dumps({"facts": ["Ann likes tea", "Ann owns a cat", "Ann plays the violin"]})
+            return Cut(text[: text.index("plays") ])  # cut inside the third fact
+        return {"operation": "ADD", "id": -1, "text": req.messages[-1]["content"].split("NEW FACT")[1]
+                .split("\n")[1].strip()}
+
+    eps = [Episode(group_id="g", id="g:1", source_id="1", name="t", speaker="Ann", content="Ann: hi",
+                   valid_at=T0 + timedelta(minutes=1), session=1, turn=0, position=0)]
+    llm = LLM(ScriptedBackend(respond), max_retries=2)
+    store = Mem0Store(tmp_path / "mem0.sqlite")
+    build_mem0(eps, llm, HashingEmbedder(), Mem0Config(pair_size=1, summary_every=0), store)
+    assert sorted(m.text for m in store.memories("g")) == ["Ann likes tea", "Ann owns a cat"]
+    st = llm.ledger.stage("mem0_extract")
+    assert (st.truncated, st.salvaged, st.failures, st.retries) == (1, 1, 0, 0)
+    store.close()
