@@ -9,7 +9,6 @@ torn by a kill mid-write is ignored (its chunk is asked again).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -17,17 +16,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mnemis.models.llm.base import LLMRequest
+from mnemis.models.llm.chunks import request_fingerprint
 
 log = logging.getLogger(__name__)
 PROGRESS_DIR = "progress"
 
 
-def item_key(request: LLMRequest) -> str:
-    """What identifies one evaluation item: its messages and sampling."""
-    blob = json.dumps({"messages": request.messages, "sampling": request.sampling.model_dump(mode="json")},
-                      sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
+item_key = request_fingerprint  # what identifies one evaluation item: its messages and sampling
 
 
 class JsonlProgress:

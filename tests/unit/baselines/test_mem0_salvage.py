@@ -32,3 +32,39 @@ def test_cut_extraction_keeps_complete_facts(tmp_path):
     st = llm.ledger.stage("mem0_extract")
     assert (st.truncated, st.salvaged, st.failures, st.retries) == (1, 1, 0, 0)
     store.close()
+
+
+class _Killed(BaseException):
+    """Stands in for SIGKILL (not an Exception: nothing on the way catches it)."""
+
+
+class _Counting(ScriptedBackend):
+    def __init__(self, crash_after=None):
+        super().__init__(lambda r: {"names": [r.messages[-1]["content"].split("?")[0].split()[-1]]})
+        self.sent, self.crash_after = 0, crash_after
+
+    def complete(self, requests):
+        if self.crash_after is not None and self.sent + len(requests) > self.crash_after:
+            raise _Killed
+        self.sent += len(requests)
+        return super().complete(requests)
+
+
+def test_query_entities_resume_from_committed_chunks(tmp_path):
+    from mnemis.baselines.mem0.graph import query_entities
+    from mnemis.store.sqlite import GraphStore
+    from mnemis.types import Question
+
+    qs = [Question(id=f"q{i}", group_id="g", question=f"Who is Person{i}?", answer="x", category="single-hop",
+                   index=i) for i in range(7)]
+    with GraphStore(tmp_path / "g.db") as store:
+        first = _Counting(crash_after=5)
+        try:
+            query_entities(qs, LLM(first, chunk_size=2), store=store)
+        except _Killed:
+            pass
+        assert first.sent == 4  # two chunks committed, the third crashed
+        again = _Counting()
+        names = query_entities(qs, LLM(again, chunk_size=2), store=store)
+        assert again.sent == 3  # only the questions of the uncommitted chunks were asked
+        assert names == [[f"Person{i}"] for i in range(7)]
