@@ -9,7 +9,7 @@ from mnemis.baselines.mem0.pipeline import Mem0Config, build_mem0
 from mnemis.baselines.mem0.store import Mem0Store
 from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.client import LLM
-from mnemis.models.llm.scripted import Cut, ScriptedBackend
+from mnemis.models.llm.scripted import CountingBackend, Cut, Killed, ScriptedBackend
 from mnemis.types import Episode
 
 T0 = datetime(2023, 5, 8, 13, 0)
@@ -34,20 +34,9 @@ def test_cut_extraction_keeps_complete_facts(tmp_path):
     store.close()
 
 
-class _Killed(BaseException):
-    """Stands in for SIGKILL (not an Exception: nothing on the way catches it)."""
-
-
-class _Counting(ScriptedBackend):
-    def __init__(self, crash_after=None):
-        super().__init__(lambda r: {"names": [r.messages[-1]["content"].split("?")[0].split()[-1]]})
-        self.sent, self.crash_after = 0, crash_after
-
-    def complete(self, requests):
-        if self.crash_after is not None and self.sent + len(requests) > self.crash_after:
-            raise _Killed
-        self.sent += len(requests)
-        return super().complete(requests)
+def _Counting(crash_after=None):  # noqa: N802
+    return CountingBackend(lambda r: {"names": [r.messages[-1]["content"].split("?")[0].split()[-1]]},
+                           crash_after=crash_after)
 
 
 def test_query_entities_resume_from_committed_chunks(tmp_path):
@@ -61,10 +50,10 @@ def test_query_entities_resume_from_committed_chunks(tmp_path):
         first = _Counting(crash_after=5)
         try:
             query_entities(qs, LLM(first, chunk_size=2), store=store)
-        except _Killed:
+        except Killed:
             pass
-        assert first.sent == 4  # two chunks committed, the third crashed
+        assert first.total == 4  # two chunks committed, the third crashed
         again = _Counting()
         names = query_entities(qs, LLM(again, chunk_size=2), store=store)
-        assert again.sent == 3  # only the questions of the uncommitted chunks were asked
+        assert again.total == 3  # only the questions of the uncommitted chunks were asked
         assert names == [[f"Person{i}"] for i in range(7)]

@@ -11,14 +11,10 @@ from eval_helpers import make_question, verdict
 from mnemis.eval.harness import evaluate_method
 from mnemis.eval.records import QUESTIONS_FILE, read_records
 from mnemis.models.llm.client import LLM
-from mnemis.models.llm.scripted import ScriptedBackend
+from mnemis.models.llm.scripted import CountingBackend, Killed
 
 CHUNK = 3
 N = 11
-
-
-class Killed(BaseException):
-    """Stands in for SIGKILL: not an Exception, so nothing on the way catches it."""
 
 
 def respond(req):
@@ -28,16 +24,8 @@ def respond(req):
     return verdict("CORRECT" if "said 3" in text or "said 5" in text else "WRONG")
 
 
-class Counting(ScriptedBackend):
-    def __init__(self, crash_after: int | None = None) -> None:
-        super().__init__(respond)
-        self.sent, self.crash_after = 0, crash_after
-
-    def complete(self, requests):
-        if self.crash_after is not None and self.sent + len(requests) > self.crash_after:
-            raise Killed
-        self.sent += len(requests)
-        return super().complete(requests)
+def Counting(crash_after: int | None = None) -> CountingBackend:  # noqa: N802
+    return CountingBackend(respond, crash_after=crash_after)
 
 
 def _evaluate(run_dir, backend, questions):
@@ -51,7 +39,7 @@ def test_crashed_evaluation_resumes_without_redoing_chunks(tmp_path, seed):
     questions = [make_question(i) for i in range(N)]
     ref_backend = Counting()
     ref = _evaluate(tmp_path / "ref", ref_backend, questions)
-    ref_calls = ref_backend.sent  # N answers + N judge calls
+    ref_calls = ref_backend.total  # N answers + N judge calls
     assert ref_calls == 2 * N and {r.labels["main"] for r in ref} == {True, False}
     crash_at = random.Random(seed).randint(1, ref_calls - 1)
     first = Counting(crash_after=crash_at)
@@ -59,8 +47,8 @@ def test_crashed_evaluation_resumes_without_redoing_chunks(tmp_path, seed):
         _evaluate(tmp_path / "run", first, questions)
     second = Counting()
     got = _evaluate(tmp_path / "run", second, questions)
-    assert first.sent + second.sent <= ref_calls + CHUNK
-    assert second.sent < ref_calls or crash_at < CHUNK  # committed chunks were not asked again
+    assert first.total + second.total <= ref_calls + CHUNK
+    assert second.total < ref_calls or crash_at < CHUNK  # committed chunks were not asked again
     strip = lambda rs: [r.model_dump(exclude={"cached"}) for r in rs]  # noqa: E731
     assert strip(got) == strip(ref)
     assert strip(read_records(tmp_path / "run" / QUESTIONS_FILE)) == strip(read_records(tmp_path / "ref" / QUESTIONS_FILE))
@@ -73,4 +61,4 @@ def test_torn_progress_line_is_redone(tmp_path):
     answers.write_text(answers.read_text()[:-20])  # a kill in the middle of the last write
     again = Counting()
     _evaluate(tmp_path, again, questions)
-    assert again.sent == 1  # the one torn answer; its judge label is unchanged (same request)
+    assert again.total == 1  # the one torn answer; its judge label is unchanged (same request)

@@ -10,7 +10,7 @@ import pytest
 from mnemis.ingest.pipeline import BaseGraphBuilder
 from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.client import LLM
-from mnemis.models.llm.scripted import ScriptedBackend
+from mnemis.models.llm.scripted import CountingBackend, Killed
 from mnemis.store.sqlite import GraphStore
 
 from .fakes import CONVERSATIONS, graph, rule_responder, slice_episodes
@@ -18,21 +18,8 @@ from .fakes import CONVERSATIONS, graph, rule_responder, slice_episodes
 CHUNK = 3
 
 
-class Killed(BaseException):
-    """Stands in for SIGKILL (not an Exception: nothing on the way catches it)."""
-
-
-class Counting(ScriptedBackend):
-    def __init__(self, stage: str | None = None, crash_after: int | None = None) -> None:
-        super().__init__(rule_responder)
-        self.stage, self.crash_after, self.sent = stage, crash_after, {}
-
-    def complete(self, requests):
-        st = requests[0].stage
-        if st == self.stage and self.sent.get(st, 0) + len(requests) > self.crash_after:
-            raise Killed
-        self.sent[st] = self.sent.get(st, 0) + len(requests)
-        return super().complete(requests)
+def Counting(stage: str | None = None, crash_after: int | None = None) -> CountingBackend:  # noqa: N802
+    return CountingBackend(rule_responder, stage=stage, crash_after=crash_after)
 
 
 def _ingest(path, backend):
