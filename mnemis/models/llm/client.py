@@ -9,8 +9,8 @@ escapes is ``CacheMissError`` in ``replay_only`` mode, by design.
 
 Reply budgets: before anything else each request's ``max_tokens`` (and, under ``fit``, its decoding
 schema) is set by :func:`mnemis.models.llm.budget.plan`, so a schema-valid reply is never cut off.
-Salvage: a reply cut at ``max_tokens`` is not re-asked (the same budget would cut it again); it and any
-reply still invalid after the retries keep their complete items (:mod:`mnemis.models.llm.salvage`),
+Salvage: a reply cut at ``max_tokens`` that has complete items is not re-asked (the same budget would cut
+it again); it and any reply still invalid after the retries keep their complete items (:mod:`mnemis.models.llm.salvage`),
 counted as ``truncated`` / ``salvaged`` in the ledger.
 
 Exact replay: the cache stores the **final outcome** of every request, failures included (last reply,
@@ -280,7 +280,7 @@ class LLM:
                                                      finish_reason=comp.finish_reason)))
                     continue
                 last_text[i], last_err[i] = text, err
-                if round_no < self.max_retries and not cut:
+                if round_no < self.max_retries:  # (a cut reply with nothing complete to keep is re-asked)
                     attempts[i] += 1
                     retries_by_stage[req.stage] += 1
                     current[i] = retry_messages
