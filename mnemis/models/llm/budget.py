@@ -103,6 +103,23 @@ def worst_case_value(schema: dict[str, Any], root: dict[str, Any] | None = None,
     raise Unbounded(f"{where}: no bound for type {typ!r}")
 
 
+_ADVERSARIAL = "".join(chr(c) for c in range(32, 127) if chr(c) not in '"\\')
+
+
+def adversarial_worst_case(schema: dict[str, Any], rng: Any) -> str:
+    """The serialised worst case of ``schema`` with every string made of random printable ASCII (no
+    escapes): the hardest reply of that length for a tokenizer, used to check the bound against one."""
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        return "".join(rng.choice(_ADVERSARIAL) for _ in value) if isinstance(value, str) else value
+
+    return serialise(fill(worst_case_value(schema)))
+
+
 def serialise(value: Any) -> str:
     """The JSON text constrained decoding writes for ``value`` (fixed separators, no other whitespace)."""
     return json.dumps(value, ensure_ascii=False)

@@ -16,45 +16,12 @@ from mnemis.models.llm.budget import SLACK_TOKENS, fit_schema, plan, serialise, 
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.prompts.base import Prompt
-from mnemis.prompts.categorize import bounded_categorization
-from mnemis.prompts.describe_category import CategoryDescription
-from mnemis.prompts.entity_attributes import EntityAttributes
+from mnemis.prompts.budgets import PLAIN_TEXT_STAGES, stage_reply_schemas
 from mnemis.prompts.extract_entities import ExtractedEntities
 from mnemis.prompts.extract_facts import ExtractedFacts
-from mnemis.prompts.judge_locomo import JudgeVerdict
-from mnemis.prompts.mem0_extract import CandidateFacts
-from mnemis.prompts.mem0_summary import ConversationSummary
-from mnemis.prompts.mem0_update import MemoryOperation
-from mnemis.prompts.select_nodes import selection_schema
-from mnemis.prompts.dedup_facts import FactDecisions
-from mnemis.prompts.resolve_entities import Resolutions
 
-
-def _stages(cfg: dict) -> dict[str, tuple[type, object]]:
-    """stage -> (the reply schema the stage sends, its configured max_tokens)."""
-    ing, hier, s2 = cfg["ingest"]["max_tokens"], cfg["hierarchy"], cfg["retrieval"]["system2"]
-    n_sel = s2["max_candidates_per_prompt"] if s2["constrain_ids"] else None
-    return {
-        "extract_entities": (ExtractedEntities, ing["extract_entities"]),
-        "reflect_entities": (ExtractedEntities, ing["reflect_entities"]),
-        "extract_facts": (ExtractedFacts, ing["extract_facts"]),
-        "reflect_facts": (ExtractedFacts, ing["reflect_facts"]),
-        "resolve_entities": (Resolutions, ing["resolve_entities"]),
-        "dedup_facts": (FactDecisions, ing["dedup_facts"]),
-        "entity_attributes": (EntityAttributes, ing["entity_attributes"]),
-        "categorize": (bounded_categorization(hier["batch_size"]), hier["categorize_sampling"]["max_tokens"]),
-        "describe_category": (CategoryDescription, hier["describe_sampling"]["max_tokens"]),
-        "select": (selection_schema(n_sel), s2["max_tokens"]),
-        "judge_locomo": (JudgeVerdict, cfg["judge"]["max_tokens"]),
-        "judge_longmemeval": (JudgeVerdict, cfg["judge"]["max_tokens"]),
-        "mem0_extract": (CandidateFacts, cfg["mem0"]["max_tokens"]["mem0_extract"]),
-        "mem0_update": (MemoryOperation, cfg["mem0"]["max_tokens"]["mem0_update"]),
-        "mem0_summary": (ConversationSummary, cfg["mem0"]["max_tokens"]["mem0_summary"]),
-        "query_entities": (ExtractedEntities, cfg["mem0g"]["max_tokens"]["query_entities"]),
-    }
-
-
-PLAIN_TEXT = {"answer"}  # no reply schema: plain text, no worst case (a cut answer is still an answer)
+_stages = stage_reply_schemas
+PLAIN_TEXT = PLAIN_TEXT_STAGES
 
 
 def _all_prompts() -> list[Prompt]:
