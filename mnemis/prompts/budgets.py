@@ -18,6 +18,7 @@ from mnemis.prompts.extract_entities import ExtractedEntities
 from mnemis.prompts.extract_facts import ExtractedFacts
 from mnemis.prompts.judge_locomo import JudgeVerdict
 from mnemis.prompts.mem0_extract import CandidateFacts
+from mnemis.prompts.mem0_graph import GraphEntities, GraphRelations, ObsoleteRelations
 from mnemis.prompts.mem0_summary import ConversationSummary
 from mnemis.prompts.mem0_update import MemoryOperation
 from mnemis.prompts.resolve_entities import Resolutions
@@ -46,5 +47,9 @@ def stage_reply_schemas(cfg: dict[str, Any]) -> dict[str, tuple[type[BaseModel],
         "mem0_extract": (CandidateFacts, cfg["mem0"]["max_tokens"]["mem0_extract"]),
         "mem0_update": (MemoryOperation, cfg["mem0"]["max_tokens"]["mem0_update"]),
         "mem0_summary": (ConversationSummary, cfg["mem0"]["max_tokens"]["mem0_summary"]),
-        "query_entities": (ExtractedEntities, cfg["mem0g"]["max_tokens"]["query_entities"]),
+        "query_entities": (ExtractedEntities, cfg["mem0g"]["max_tokens"]["query_entities"]),  # graphiti ablation
+        "mem0g_query_entities": (GraphEntities, cfg["mem0g"]["max_tokens"]["query_entities"]),
+        "mem0g_entities": (GraphEntities, cfg["mem0g"]["max_tokens"]["mem0g_entities"]),
+        "mem0g_relations": (GraphRelations, cfg["mem0g"]["max_tokens"]["mem0g_relations"]),
+        "mem0g_conflicts": (ObsoleteRelations, cfg["mem0g"]["max_tokens"]["mem0g_conflicts"]),
     }
