@@ -252,7 +252,7 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models) -> dict[str, Any]
                     answer_max_tokens=int(answer_cfg.get("max_tokens", 256)),
                     answer_prompt=answer_prompt_for(answer_cfg, method),
                     answer_temperature=float(answer_cfg.get("temperature") or 0.0),
-                    judge_max_tokens=int(judge_cfg.get("max_tokens", 200)),
+                    judge_max_tokens=judge_cfg.get("max_tokens", 200),  # an int or "auto" (the schema's worst case)
                 )
             timings[method] = round(time.perf_counter() - t0, 2)
     if recall:

@@ -1,4 +1,5 @@
-"""Answer every question from its rendered memory context in ONE batched ``generate()`` call.
+"""Answer every question from its rendered memory context: one batched ``generate()`` per chunk of
+``llm.chunk_size`` questions (one call for a run that fits a chunk), each chunk recorded in ``progress``.
 
 The prompt is one of the registered answer prompts (``mnemis.prompts.answer``); a reasoning-first reply
 is cut to its final "Answer:" line (``extract_answer``) and the whole reply is kept in ``reply``.
@@ -8,10 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import BaseModel
 
+from mnemis.eval.progress import JsonlProgress, item_key
 from mnemis.models.llm.base import LLMRequest, Sampling
+from mnemis.models.llm.chunks import chunk_size, chunked
 from mnemis.prompts.answer import ANSWER, extract_answer
 from mnemis.prompts.base import Prompt
 from mnemis.types import Question
@@ -46,11 +50,14 @@ def answer_questions(
     temperature: float = 0.0,
     seed: int = 0,
     prompt: Prompt = ANSWER,
+    progress: str | Path | None = None,
 ) -> list[AnswerRecord]:
     """Answers for ``questions`` (same order); ``contexts[i]`` is the rendered memory of question i.
 
-    One ``llm.generate`` for the whole batch. Item failures (and even a crashing ``generate``) are
-    recorded in ``AnswerRecord.error``; nothing raises except mismatched argument lengths.
+    One ``llm.generate`` per chunk of ``llm.chunk_size`` questions. Item failures (and even a crashing
+    ``generate``) are recorded in ``AnswerRecord.error``; nothing raises except mismatched argument
+    lengths. ``progress``: a JSONL file (:mod:`mnemis.eval.progress`) of finished answers, appended per
+    chunk and read back on a rerun (a crashed chunk is not recorded, so it is asked again).
     """
     if len(questions) != len(contexts):
         raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts")
@@ -62,11 +69,35 @@ def answer_questions(
                    schema=prompt.schema, sampling=sampling, stage=STAGE)
         for q, ctx in zip(questions, contexts)
     ]
+    log_ = JsonlProgress(progress) if progress is not None else None
+    done = log_.load() if log_ is not None else {}
+    keys = [item_key(r) for r in requests]
+    retry = bool(getattr(llm, "retry_failed", False))
+    out: list[AnswerRecord | None] = [
+        AnswerRecord.model_validate(done[k]["record"])
+        if k in done and not (retry and done[k]["record"].get("error")) else None for k in keys]
+    for chunk in chunked([i for i, r in enumerate(out) if r is None], chunk_size(llm)):
+        recs = _answer_chunk(llm, [questions[i] for i in chunk], [requests[i] for i in chunk])
+        for i, rec in zip(chunk, recs):
+            out[i] = rec
+        if log_ is not None and not any(r.error and r.error.startswith(CRASH) for r in recs):
+            log_.append({"key": keys[i], "record": rec.model_dump()} for i, rec in zip(chunk, recs))
+    answers = [r for r in out if r is not None]
+    failed = sum(not a.ok for a in answers)
+    if failed:
+        log.warning("%d of %d answers failed", failed, len(answers))
+    return answers
+
+
+CRASH = "generate crashed: "
+
+
+def _answer_chunk(llm, questions: Sequence[Question], requests: list[LLMRequest]) -> list[AnswerRecord]:
     try:
         results = llm.generate(requests)
     except Exception as exc:  # noqa: BLE001 - the harness records failures, never raises
         log.exception("answer generation failed for the whole batch")
-        msg = f"{type(exc).__name__}: {exc}"[:500]
+        msg = f"{CRASH}{type(exc).__name__}: {exc}"[:500]
         return [AnswerRecord(question_id=q.id, group_id=q.group_id, error=msg) for q in questions]
     out = []
     for q, res in zip(questions, results):
@@ -81,7 +112,4 @@ def answer_questions(
                                 reply=res.text if found else None,
                                 prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
                                 cached=res.cached))
-    failed = sum(not a.ok for a in out)
-    if failed:
-        log.warning("%d of %d answers failed", failed, len(out))
     return out

@@ -20,6 +20,7 @@ from typing import Any
 from mnemis.eval.answer import answer_questions
 from mnemis.eval.audit import apply_audit, audit_id, audited_labels, default_audit_path
 from mnemis.eval.judge import judge_answers
+from mnemis.eval.progress import progress_file
 from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, build_records, dump_json, read_records, \
     write_records
 from mnemis.prompts.answer import ANSWER
@@ -73,9 +74,12 @@ def evaluate_method(
             ``mnemis.prompts.answer.ANSWER_PROMPTS``; the seed matters only with a temperature above 0).
     Rows of ``questions.jsonl`` with the same (method, seed) are replaced; other rows are kept.
     """
+    # progress per method in the run dir: a rerun there (hydra.run.dir=...) resumes (mnemis.eval.progress)
     answers = answer_questions(answer_llm, questions, contexts, max_tokens=answer_max_tokens, seed=seed,
-                               prompt=answer_prompt, temperature=answer_temperature)
-    labels = judge_answers(judges, questions, answers, max_tokens=judge_max_tokens)
+                               prompt=answer_prompt, temperature=answer_temperature,
+                               progress=progress_file(run_dir, "answer", method, seed))
+    labels = judge_answers(judges, questions, answers, max_tokens=judge_max_tokens,
+                           progress=progress_file(run_dir, "judge", method, seed))
     audited, aud_labels, gold_questions = None, None, list(questions)
     if audit and any(audit_id(q) is not None for q in questions):
         path = default_audit_path() if audit is True else Path(audit)

@@ -14,9 +14,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 from mnemis.eval.answer import AnswerRecord
+from mnemis.eval.progress import JsonlProgress, item_key
+from mnemis.models.llm.chunks import chunk_size, chunked
 from mnemis.models.llm.base import LLMRequest, Sampling
 from mnemis.prompts.judge_locomo import JUDGE_LOCOMO, LOCOMO_CRITERIA
 from mnemis.prompts.judge_longmemeval import JUDGE_LONGMEMEVAL
@@ -69,10 +72,14 @@ def judge_one_llm(
     answers: Sequence[AnswerRecord | str | None],
     *,
     golds: Sequence[str] | None = None,
-    max_tokens: int = 200,
+    max_tokens: int | str = 200,
     stage: str = "judge",
+    progress: str | Path | None = None,
 ) -> list[Label]:
-    """Labels from one judge (a ``Judge`` or a bare LLM): True (CORRECT), False (WRONG) or None (failure)."""
+    """Labels from one judge (a ``Judge`` or a bare LLM): True (CORRECT), False (WRONG) or None (failure).
+
+    One ``generate`` per chunk of ``llm.chunk_size`` answers; ``progress``: a JSONL of finished labels,
+    appended per chunk and read back on a rerun (:mod:`mnemis.eval.progress`)."""
     judge = as_judge(judge)
     llm = judge.llm
     if len(questions) != len(answers):
@@ -94,15 +101,28 @@ def judge_one_llm(
                    schema=JUDGE_LOCOMO.schema, sampling=sampling, stage=stage)
         for i in todo
     ]
-    try:
-        results = llm.generate(requests)
-    except Exception:  # noqa: BLE001 - judge failures are counted, never raised
-        log.exception("judge %s failed for the whole batch", stage)
-        return labels
-    for i, res in zip(todo, results):
-        parsed = getattr(res, "parsed", None)
-        if res.error is None and parsed is not None:
-            labels[i] = parsed.label == "CORRECT"
+    log_ = JsonlProgress(progress) if progress is not None else None
+    done = log_.load() if log_ is not None else {}
+    keys = [item_key(r) for r in requests]
+    pending = []
+    for j, (i, k) in enumerate(zip(todo, keys)):
+        if k in done and not (done[k]["label"] is None and getattr(llm, "retry_failed", False)):
+            labels[i] = done[k]["label"]
+        else:
+            pending.append(j)
+    for chunk in chunked(pending, chunk_size(llm)):
+        try:
+            results = llm.generate([requests[j] for j in chunk])
+        except Exception:  # noqa: BLE001 - judge failures are counted, never raised (nor recorded)
+            log.exception("judge %s failed for the whole batch", stage)
+            continue
+        for j, res in zip(chunk, results):
+            parsed = getattr(res, "parsed", None)
+            if res.error is None and parsed is not None:
+                labels[todo[j]] = parsed.label == "CORRECT"
+        if log_ is not None:
+            log_.append({"key": keys[j], "question_id": questions[todo[j]].id, "label": labels[todo[j]]}
+                        for j in chunk)
     failures = sum(labels[i] is None for i in todo)
     if failures:
         log.warning("judge %s: %d of %d replies unusable (label None)", stage, failures, len(todo))
@@ -115,12 +135,17 @@ def judge_answers(
     answers: Sequence[AnswerRecord | str | None],
     *,
     golds: Sequence[str] | None = None,
-    max_tokens: int = 200,
+    max_tokens: int | str = 200,
+    progress: str | Path | None = None,
 ) -> dict[str, list[Label]]:
     """Labels per judge name (values: ``Judge`` or bare LLMs), in question order; one batched ``generate``
-    per judge (stage ``judge:<name>``)."""
+    per judge and chunk (stage ``judge:<name>``). ``progress``: a JSONL path; each judge appends to
+    ``<stem>.<name>.jsonl`` beside it."""
+    def log_path(name: str) -> Path | None:
+        return None if progress is None else Path(progress).with_name(f"{Path(progress).stem}.{name}.jsonl")
+
     return {name: judge_one_llm(llm, questions, answers, golds=golds, max_tokens=max_tokens,
-                                stage=f"judge:{name}")
+                                stage=f"judge:{name}", progress=log_path(name))
             for name, llm in judges.items()}
 
 

@@ -13,7 +13,8 @@ mention count grew by at least ``min_new_mentions`` since its last summary (prog
 ``"<entity id>#<mention count>"`` under stage ``attributes``). Each due entity gets one
 ``entity_attributes`` request built from its previous summary, up to ``max_messages`` mentioning
 messages (the new ones, evenly spread) and up to ``max_facts`` live facts touching it; all entities
-of all groups go in one ``generate``. Summaries are re-embedded (``entity_summary`` = "name: summary").
+of all groups go in one ``generate`` per chunk of ``llm.chunk_size`` entities, each chunk committed.
+Summaries are re-embedded (``entity_summary`` = "name: summary").
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from mnemis.ingest.common import bump_stats, run_prompt
 from mnemis.ingest.embed_items import entity_texts
+from mnemis.models.llm.chunks import chunk_size
 from mnemis.models.protocols import Embedder
 from mnemis.prompts.entity_attributes import (
     ENTITY_ATTRIBUTES,
@@ -181,14 +183,25 @@ def refresh_attributes(
             msgs = [f"[{ep.valid_at:%Y-%m-%d}] {ep.content}" for ep in eps]
             renders.append(ENTITY_ATTRIBUTES.render(e.name, e.summary, msgs, by_entity[e.id][:max_facts]))
             jobs.append((e, f"{e.id}#{len(mentions[e.id])}"))
-    replies = run_prompt(llm, ENTITY_ATTRIBUTES, renders, stats, max_tokens=max_tokens,
+    size, refreshed = chunk_size(llm), 0
+    for start in range(0, len(jobs), size):  # each chunk committed: a kill loses one at most
+        refreshed += _refresh_chunk(store, llm, embedder, stats, jobs[start:start + size],
+                                    renders[start:start + size], max_tokens=max_tokens, temperature=temperature)
+    return refreshed
+
+
+def _refresh_chunk(store: GraphStore, llm: Any, embedder: Embedder, stats: Counter, jobs: list[tuple[Entity, str]],
+                   renders: list, *, max_tokens: int, temperature: float) -> int:
+    """One chunk of due entities: one ``generate``, then entities, embeddings and progress in one commit."""
+    delta: Counter = Counter()
+    replies = run_prompt(llm, ENTITY_ATTRIBUTES, renders, delta, max_tokens=max_tokens,
                          temperature=temperature)
     updated: list[Entity] = []
     for (e, _), rep in zip(jobs, replies):
         if rep is not None:
-            updated.append(_apply_reply(e, rep, stats))
+            updated.append(_apply_reply(e, rep, delta))
     vecs = embedder.encode(entity_texts(updated)) if updated else None
-    stats["attributes.refreshed"] += len(updated)
+    delta["attributes.refreshed"] += len(updated)
     with store.transaction():
         by_group: dict[str, list[int]] = defaultdict(list)
         for r, e in enumerate(updated):
@@ -201,5 +214,6 @@ def refresh_attributes(
             done[e.group_id].append(key)
         for g, keys in done.items():
             store.mark_done(STAGE, g, keys)
-        bump_stats(store, stats)
+        bump_stats(store, delta)
+    stats.update(delta)
     return len(updated)

@@ -95,6 +95,8 @@ def run_prompt(
         stats[f"tokens.prompt.{prompt.stage}"] += res.prompt_tokens
         stats[f"tokens.completion.{prompt.stage}"] += res.completion_tokens
         stats[f"calls.{prompt.stage}"] += 1
+        stats[f"truncated.{prompt.stage}"] += int(res.truncated)  # cut at max_tokens ...
+        stats[f"salvaged.{prompt.stage}"] += int(res.salvaged)  # ... or broken: only complete items kept
         if not res.ok or res.parsed is None:
             stats[f"skip.failed_reply.{prompt.stage}"] += 1
             out.append(None)

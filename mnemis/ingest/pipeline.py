@@ -4,7 +4,8 @@
 
 1. store the episodes;
 2. extraction: entity names, reflection, the speaker rule, facts, fact reflection - each step one
-   batched ``generate`` over all pending episodes; results persisted per episode;
+   batched ``generate`` over a chunk of pending episodes (``llm.chunk_size``, all groups); results
+   committed per chunk;
 3. then, per group in episode order, step *i* = the *i*-th pending episode of every group:
    entity resolution (one ``generate`` per step; entities, name embeddings, mentions and aliases
    committed), fact dedup and contradiction (one ``generate``, committed) and, with
@@ -48,6 +49,7 @@ from mnemis.ingest.embed_items import embed_missing
 from mnemis.ingest.extract import EpisodeExtraction, extract_episodes
 from mnemis.ingest.facts import GroupFacts, commit_facts, dedup_step, render_fact
 from mnemis.ingest.resolve import GroupEntities, commit_resolution, resolve_step
+from mnemis.models.llm.chunks import chunk_size, chunked
 from mnemis.models.protocols import Embedder
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Episode
@@ -202,20 +204,21 @@ class BaseGraphBuilder:
         if not pending:
             return
         log.info("extraction: %d episodes in %d groups", len(pending), len(by_group))
-        delta: Counter = Counter()
-        out = extract_episodes(
-            pending, previous, self.llm, delta,
-            entity_reflection_rounds=self.entity_reflection_rounds,
-            fact_reflection_rounds=self.fact_reflection_rounds,
-            max_tokens=self.max_tokens, temperature=self.temperature,
-        )
-        with self.store.transaction():
-            for e in pending:
-                self.store.set_meta(EXTRACT_KEY.format(e.id), out[e.id].to_json())
-            for g, eps in by_group.items():
-                self.store.mark_done("extract", g, [e.id for e in eps if e.id in out])
-            bump_stats(self.store, delta)
-        counters.update(delta)
+        for chunk in chunked(pending, chunk_size(self.llm)):  # each chunk committed: a kill loses one at most
+            delta: Counter = Counter()
+            out = extract_episodes(
+                chunk, previous, self.llm, delta,
+                entity_reflection_rounds=self.entity_reflection_rounds,
+                fact_reflection_rounds=self.fact_reflection_rounds,
+                max_tokens=self.max_tokens, temperature=self.temperature,
+            )
+            with self.store.transaction():
+                for e in chunk:
+                    self.store.set_meta(EXTRACT_KEY.format(e.id), out[e.id].to_json())
+                for g, eps in by_group.items():
+                    self.store.mark_done("extract", g, [e.id for e in eps if e.id in out])
+                bump_stats(self.store, delta)
+            counters.update(delta)
 
     def _load_extraction(self, e: Episode) -> EpisodeExtraction:
         data = self.store.get_meta(EXTRACT_KEY.format(e.id))

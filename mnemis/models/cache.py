@@ -4,7 +4,8 @@ Key = sha256 over (model identity, messages, JSON schema, sampling params). The 
 ``backend.model_id`` (a name plus a hash of the weight files, never a local path), so two machines
 with the same weights share entries. Storage is one SQLite database per cache dir in WAL mode with a
 busy timeout: several processes (sweep workers) can read and write the same directory at once.
-Only replies that passed schema validation are stored.
+Every request's **final outcome** is stored: the reply used, or the last reply and the error of a request
+that failed all its attempts (``error`` not NULL), so ``replay_only`` reproduces a run failures and all.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class CachedReply:
     text: str
     prompt_tokens: int
     completion_tokens: int
+    error: str | None = None  # set: the request failed every attempt (text = its last reply)
+    finish_reason: str | None = None
+    retries: int = 0
 
 
 def request_key(model_id: str, request: LLMRequest) -> str:
@@ -87,6 +91,10 @@ class ResponseCache:
                     "stage TEXT, text TEXT NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER, "
                     "created REAL)"
                 )
+                have = {row[1] for row in conn.execute("PRAGMA table_info(responses)")}
+                for col, typ in (("error", "TEXT"), ("finish_reason", "TEXT"), ("retries", "INTEGER")):
+                    if col not in have:  # a cache written before failures were recorded
+                        conn.execute(f"ALTER TABLE responses ADD COLUMN {col} {typ}")
                 return
             except sqlite3.OperationalError:  # another process is creating it right now
                 if attempt == 49:
@@ -102,17 +110,19 @@ class ResponseCache:
             chunk = uniq[i : i + 500]
             marks = ",".join("?" * len(chunk))
             rows = conn.execute(
-                f"SELECT key, text, prompt_tokens, completion_tokens FROM responses WHERE key IN ({marks})",
+                "SELECT key, text, prompt_tokens, completion_tokens, error, finish_reason, retries "
+                f"FROM responses WHERE key IN ({marks})",
                 chunk,
             ).fetchall()
-            for key, text, pt, ct in rows:
-                out[key] = CachedReply(text, int(pt or 0), int(ct or 0))
+            for key, text, pt, ct, err, finish, retries in rows:
+                out[key] = CachedReply(text, int(pt or 0), int(ct or 0), err, finish, int(retries or 0))
         return out
 
     def put_many(self, items: Iterable[tuple[str, str, str, CachedReply]]) -> int:
         """Store ``(key, model_id, stage, reply)`` tuples in one transaction; returns the count."""
         rows = [
-            (key, model, stage, r.text, r.prompt_tokens, r.completion_tokens, time.time())
+            (key, model, stage, r.text, r.prompt_tokens, r.completion_tokens, time.time(), r.error,
+             r.finish_reason, r.retries)
             for key, model, stage, r in items
         ]
         if not rows:
@@ -120,12 +130,18 @@ class ResponseCache:
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?)", rows)
+            conn.executemany(
+                "INSERT OR REPLACE INTO responses (key, model, stage, text, prompt_tokens, completion_tokens, "
+                "created, error, finish_reason, retries) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         return len(rows)
+
+    def failures(self) -> int:
+        """How many stored outcomes are failures."""
+        return int(self._conn().execute("SELECT COUNT(*) FROM responses WHERE error IS NOT NULL").fetchone()[0])
 
     def __len__(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM responses").fetchone()[0])

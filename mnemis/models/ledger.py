@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "failures", "retries", "wall_s")
+FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "failures", "retries", "wall_s",
+          "truncated", "salvaged")
 
 
 @dataclass
@@ -24,6 +25,8 @@ class StageStats:
     retries: int = 0
     wall_s: float = 0.0
     batches: int = 0
+    truncated: int = 0  # replies that stopped at max_tokens
+    salvaged: int = 0  # broken replies of which only the complete items were kept
 
     def add(self, other: StageStats) -> None:
         for f in fields(self):

@@ -94,6 +94,32 @@ def dequantized_smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path
     return target
 
 
+def smollm2_tokenizer(cache_dir: str | os.PathLike[str] | None = None):
+    """SmolLM2-135M-Instruct's tokenizer (a ``tokenizers.Tokenizer``), read from the GGUF once and kept
+    as ``tokenizer.json`` (reading the GGUF takes seconds; the JSON loads in milliseconds)."""
+    from tokenizers import Tokenizer
+
+    root = Path(cache_dir).expanduser() if cache_dir else default_cache_root()
+    for folder in (root / SMOLLM2_DIRNAME, root / "smollm2-135m-tokenizer"):
+        if (folder / "tokenizer.json").is_file():
+            return Tokenizer.from_file(str(folder / "tokenizer.json"))
+    target = root / "smollm2-135m-tokenizer"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(target.parent / f".{target.name}.lock"):
+        if not (target / "tokenizer.json").is_file():
+            from transformers import AutoTokenizer
+
+            gguf = smollm2_gguf()
+            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+            try:
+                AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
+                shutil.rmtree(target, ignore_errors=True)
+                os.rename(tmp, target)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return Tokenizer.from_file(str(target / "tokenizer.json"))
+
+
 @contextlib.contextmanager
 def _file_lock(path: Path):
     try:

@@ -4,8 +4,11 @@ existing facts that share their entities or are semantically close (one request 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 from pydantic import BaseModel, Field
+
+from mnemis.prompts.resolve_entities import MATCH, NEW
 
 from mnemis.prompts.base import Prompt, system, user
 
@@ -17,9 +20,9 @@ DEDUP_SYSTEM = (
 
 
 class FactDecision(BaseModel):
-    new: int = Field(description="number of the new fact")
-    duplicate_of: int = Field(-1, description="number of the existing fact it repeats, or -1")
-    contradicts: list[int] = Field(default_factory=list, json_schema_extra={"maxItems": 10},
+    new: int = Field(json_schema_extra=NEW, description="number of the new fact")
+    duplicate_of: int = Field(-1, json_schema_extra=MATCH, description="number of the existing fact it repeats, or -1")
+    contradicts: list[Annotated[int, Field(json_schema_extra=NEW)]] = Field(default_factory=list, json_schema_extra={"maxItems": 10},
                                    description="numbers of existing facts it makes no longer true")
 
 

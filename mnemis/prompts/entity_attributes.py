@@ -12,6 +12,7 @@ Two prompts share the stage ``entity_attributes`` (and its reply budget and sche
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
@@ -22,6 +23,7 @@ from mnemis.types import Episode
 MAX_TAGS = 5
 TAG_WORDS = 3
 MAX_SUMMARY_CHARS = 400
+MAX_TAG_CHARS = 40  # decoding bound only; clean_tags trims to TAG_WORDS words
 
 ATTRIBUTES_SYSTEM = (
     "You write entity profiles for a knowledge graph memory. The summary states, in at most two sentences, "
@@ -33,7 +35,8 @@ ATTRIBUTES_SYSTEM = (
 class EntityAttributes(BaseModel):
     summary: str = Field(json_schema_extra={"maxLength": MAX_SUMMARY_CHARS},
                          description="at most two sentences about the entity")
-    tags: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_TAGS},
+    tags: list[Annotated[str, Field(json_schema_extra={"maxLength": MAX_TAG_CHARS})]] = Field(
+                            default_factory=list, json_schema_extra={"maxItems": MAX_TAGS},
                             description="up to 5 type/role descriptors of at most 3 words each")
 
 

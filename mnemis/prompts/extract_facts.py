@@ -16,6 +16,8 @@ from mnemis.prompts.extract_entities import EXTRACTION_SYSTEM, context_block, nu
 from mnemis.types import Episode
 
 MAX_FACTS = 8
+# indexes into the episode's name list; bounds decoding only (a reply budget needs every field bounded)
+INDEX = {"minimum": 0, "maximum": 99}
 
 FACT_TASK = (
     "Task: list the facts the CURRENT message states between two different listed entities. "
@@ -26,8 +28,8 @@ FACT_TASK = (
 
 
 class ExtractedFact(BaseModel):
-    source: int = Field(description="number of the source entity in the entity list")
-    target: int = Field(description="number of the target entity in the entity list")
+    source: int = Field(json_schema_extra=INDEX, description="number of the source entity in the entity list")
+    target: int = Field(json_schema_extra=INDEX, description="number of the target entity in the entity list")
     relation: str = Field(json_schema_extra={"maxLength": 60},
                           description="relation type in SCREAMING_SNAKE_CASE, e.g. WORKS_AT")
     fact: str = Field(json_schema_extra={"maxLength": 300},

@@ -35,10 +35,10 @@ class JudgeVerdict(BaseModel):
                            description="one or two sentences comparing the answer with the gold answer")
     label: Literal["CORRECT", "WRONG"] = Field(description="CORRECT or WRONG")
 
-    @field_validator("reasoning")
+    @field_validator("reasoning", mode="before")
     @classmethod
-    def _cut(cls, v: str) -> str:
-        return v[:MAX_REASONING_CHARS]
+    def _trim(cls, value: object) -> object:
+        return value[:MAX_REASONING_CHARS] if isinstance(value, str) else value
 
 
 JUDGE_SYSTEM = (

@@ -17,6 +17,7 @@ constrained decoding only; the graph stage trims and counts. Our own wording.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
@@ -66,7 +67,9 @@ class GraphRelations(BaseModel):
 class ObsoleteRelations(BaseModel):
     """Stored relations the new ones make no longer true."""
 
-    obsolete: list[int] = Field(default_factory=list, description="numbers of the stored relations that are no "
+    # decoding bounds only (reply budgets): at most 20 numbers below 100
+    obsolete: list[Annotated[int, Field(json_schema_extra={"minimum": 0, "maximum": 99})]] = Field(
+        default_factory=list, json_schema_extra={"maxItems": 20}, description="numbers of the stored relations that are no "
                                                                   "longer true; empty if none")
     _accept_bare_list = bare_list_as("obsolete")
 

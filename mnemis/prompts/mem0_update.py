@@ -40,7 +40,8 @@ class MemoryOperation(BaseModel):
 
     operation: str = Field(json_schema_extra={"enum": list(OPERATIONS)},
                            description="ADD, UPDATE, DELETE or NOOP")
-    id: int = Field(-1, description="number of the existing memory for UPDATE/DELETE, else -1")
+    id: int = Field(-1, json_schema_extra={"minimum": -1, "maximum": 99},  # decoding bound only
+                    description="number of the existing memory for UPDATE/DELETE, else -1")
     text: str = Field("", json_schema_extra={"maxLength": MAX_MEMORY_CHARS},
                       description="memory text for ADD/UPDATE, else empty")
 

@@ -20,9 +20,14 @@ RESOLVE_SYSTEM = (
 )
 
 
+# decoding bounds only (validation stays lax; the stage counts out-of-range numbers)
+NEW, MATCH = {"minimum": 0, "maximum": 99}, {"minimum": -1, "maximum": 99}
+
+
 class Resolution(BaseModel):
-    new: int = Field(description="number of the new name")
-    match: int = Field(-1, description="number of the known entity it is the same as, or -1 if none")
+    new: int = Field(json_schema_extra=NEW, description="number of the new name")
+    match: int = Field(-1, json_schema_extra=MATCH,
+                       description="number of the known entity it is the same as, or -1 if none")
 
 
 class Resolutions(BaseModel):

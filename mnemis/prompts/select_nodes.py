@@ -33,8 +33,9 @@ class CandidateView(NamedTuple):
 
 
 class NodeSelection(BaseModel):
-    id: str = Field("", description="the id of a listed node, copied exactly")
-    name: str = Field("", description="the name of that node")
+    # maxLength bounds decoding only (reply budgets); the name is only a fallback for mapping back
+    id: str = Field("", json_schema_extra={"maxLength": 16}, description="the id of a listed node, copied exactly")
+    name: str = Field("", json_schema_extra={"maxLength": 100}, description="the name of that node")
     take_all_children: bool = Field(
         False, description="true only when you are confident every node below this one is useful"
     )

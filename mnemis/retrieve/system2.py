@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -61,7 +62,7 @@ class System2Config(BaseModel):
     max_items_per_type: int = Field(100, ge=1, description="cap per type after expansion, per query")
     constrain_ids: bool = Field(True, description="decoding schema restricts ids to the shown ones")
     salvage: bool = Field(True, description="keep the complete selections of a truncated reply")
-    max_tokens: int = Field(512, ge=16)
+    max_tokens: int | Literal["auto"] = Field(512, description="reply budget; auto = the schema's worst case")
     temperature: float = 0.0
     seed: int = 0
 
@@ -265,7 +266,7 @@ class System2:
                                        use_tags=cfg.use_tags)
             schema = selection_schema(len(p.cands)) if cfg.constrain_ids else NodeSelections
             requests.append(LLMRequest(messages=msgs, schema=schema, sampling=sampling,
-                                       stage=SELECT_NODES.stage))
+                                       stage=SELECT_NODES.stage, salvage=cfg.salvage))
         try:
             results = list(self.llm.generate(requests))
             if len(results) != len(requests):
@@ -289,6 +290,7 @@ class System2:
             parsed = res.parsed if res.ok else None
             if isinstance(parsed, NodeSelections):
                 sels = parsed.selections
+                rec.salvaged += int(res.salvaged)  # the client kept the complete selections of a cut reply
             else:
                 sels = salvage_selections(res.text) if self.cfg.salvage else []
                 if not sels:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from pydantic import BaseModel, Field
@@ -48,6 +50,9 @@ def test_vllm_batch_valid_then_cached_then_replay(vllm_backend, tmp_path):
     assert all(r.ok for r in first), [r.error for r in first if not r.ok]
     assert all(isinstance(r.parsed, Person) for r in first)
     assert all(r.prompt_tokens > 0 and r.completion_tokens > 0 for r in first)
+    # compact JSON (engine-level disable_any_whitespace): no whitespace outside strings, so the
+    # reply-budget bound of mnemis.models.llm.budget holds
+    assert all(not re.search(r"\s", re.sub(r'"(?:[^"\\]|\\.)*"', "", r.text)) for r in first), [r.text for r in first]
     assert llm.ledger.stage("people").batches == 1
     second = llm.generate(reqs)
     assert all(r.cached for r in second)

@@ -26,11 +26,13 @@ import numpy as np
 
 from mnemis.index.rrf import rrf
 from mnemis.models.llm.base import LLMRequest, LLMResult, Sampling
+from mnemis.models.llm.chunks import chunk_size, chunked, request_fingerprint
 from mnemis.prompts.extract_entities import EXTRACT_ENTITIES
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Episode, Fact, Hit, Question, normalize_name
 
 STAGE_PREFIX = "mem0g_"
+QUERY_KEY = "mem0g.query_entities:{}"  # meta key of one question's entity names (resume)
 _EPOCH = datetime(2000, 1, 1)
 
 
@@ -63,8 +65,10 @@ def build_graph(episodes: Sequence[Episode], llm: Any, embedder: Any, path: str 
 
 
 def query_entities(questions: Sequence[Question], llm: Any, *, max_tokens: int = 128,
-                   temperature: float = 0.0) -> list[list[str]]:
-    """Entity names of each question, by the base-graph entity prompt (one ``generate``); [] on failure."""
+                   temperature: float = 0.0, store: GraphStore | None = None) -> list[list[str]]:
+    """Entity names of each question, by the base-graph entity prompt (one ``generate`` per chunk of
+    ``llm.chunk_size``); [] on failure. With ``store`` each chunk's names are committed to its meta and
+    read back on a rerun (the last Mem0g stage resumes without the response cache)."""
     renders = []
     for q in questions:
         ep = Episode(group_id=q.group_id, id=f"{q.group_id}:question:{q.id}", source_id=q.id, name="question",
@@ -74,12 +78,20 @@ def query_entities(questions: Sequence[Question], llm: Any, *, max_tokens: int =
     sampling = Sampling(temperature=temperature, max_tokens=max_tokens)
     reqs = [LLMRequest(messages=m, schema=EXTRACT_ENTITIES.schema, sampling=sampling,
                        stage=f"{STAGE_PREFIX}query_entities") for m in renders]
-    results = llm.generate(reqs) if reqs else []
-    out = []
-    for res in results:
-        names = getattr(res.parsed, "names", None) if res.ok else None
-        out.append([" ".join(str(n).split()) for n in (names or []) if str(n).strip()])
-    return out
+    keys = [QUERY_KEY.format(request_fingerprint(r)) for r in reqs]
+    out: list[list[str] | None] = [None] * len(reqs)
+    if store is not None:
+        for i, k in enumerate(keys):
+            out[i] = store.get_meta(k)
+    for chunk in chunked([i for i, o in enumerate(out) if o is None], chunk_size(llm)):
+        for i, res in zip(chunk, llm.generate([reqs[i] for i in chunk])):
+            names = getattr(res.parsed, "names", None) if res.ok else None
+            out[i] = [" ".join(str(n).split()) for n in (names or []) if str(n).strip()]
+        if store is not None:
+            with store.transaction():
+                for i in chunk:
+                    store.set_meta(keys[i], out[i])
+    return [o or [] for o in out]
 
 
 class _GroupGraph:
@@ -116,7 +128,7 @@ def search_graph(
     """Top-``k`` relations per question (RRF of entity-centric and triple-level lists)."""
     if not questions:
         return []
-    names = query_entities(questions, llm, max_tokens=max_tokens, temperature=temperature)
+    names = query_entities(questions, llm, max_tokens=max_tokens, temperature=temperature, store=store)
     qvecs = embedder.encode([q.question for q in questions], kind="query")
     flat = [n for ns in names for n in ns]
     nvecs = embedder.encode(flat) if flat else None

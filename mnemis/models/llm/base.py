@@ -12,16 +12,24 @@ import functools
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 
 class Sampling(BaseModel):
+    """Sampling parameters; ``max_tokens = 0`` (config ``auto`` or null) = the reply schema's worst case
+    (:mod:`mnemis.models.llm.budget`)."""
+
     model_config = {"frozen": True}
 
     temperature: float = 0.0
     top_p: float = 1.0
-    max_tokens: int = 512
+    max_tokens: int = Field(512, ge=0)
     seed: int = 0
+
+    @field_validator("max_tokens", mode="before")
+    @classmethod
+    def _auto(cls, value: Any) -> Any:
+        return 0 if value is None or (isinstance(value, str) and value.strip().lower() == "auto") else value
 
 
 class LLMRequest(BaseModel):
@@ -33,8 +41,13 @@ class LLMRequest(BaseModel):
     schema_: type[BaseModel] | None = Field(default=None, alias="schema")
     sampling: Sampling = Field(default_factory=Sampling)
     stage: str = "default"
+    decode_schema: dict[str, Any] | None = Field(
+        None, description="schema for constrained decoding when it differs from the class's (reply budget fit)")
+    salvage: bool = Field(True, description="keep the complete items of a reply that fails validation")
 
     def json_schema(self) -> dict[str, Any] | None:
+        if self.decode_schema is not None:
+            return self.decode_schema
         return _json_schema(self.schema_) if self.schema_ is not None else None
 
 
@@ -66,6 +79,8 @@ class LLMResult(BaseModel):
     completion_tokens: int = 0
     cached: bool = False
     retries: int = 0
+    truncated: bool = Field(False, description="the reply stopped at max_tokens")
+    salvaged: bool = Field(False, description="parsed holds only the complete items of a broken reply")
 
     @property
     def ok(self) -> bool:

@@ -6,11 +6,22 @@ the failures (each retry round is again one batched call) with the bad reply and
 appended to a copy of the conversation. Items that still fail come back as ``LLMResult(error=...)``
 and are counted in the ledger; nothing in one item makes the batch raise. The only exception that
 escapes is ``CacheMissError`` in ``replay_only`` mode, by design.
+
+Reply budgets: before anything else each request's ``max_tokens`` (and, under ``fit``, its decoding
+schema) is set by :func:`mnemis.models.llm.budget.plan`, so a schema-valid reply is never cut off.
+Salvage: a reply cut at ``max_tokens`` that has complete items is not re-asked (the same budget would cut
+it again); it and any reply still invalid after the retries keep their complete items (:mod:`mnemis.models.llm.salvage`),
+counted as ``truncated`` / ``salvaged`` in the ledger.
+
+Exact replay: the cache stores the **final outcome** of every request, failures included (last reply,
+error, finish reason), so ``replay_only`` reproduces a run failures and all. A ``readwrite`` run replays
+stored failures too and re-asks them only with ``retry_failed=True``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections import Counter
@@ -23,7 +34,10 @@ from pydantic import BaseModel, ValidationError
 from mnemis.models.cache import MODES, CachedReply, CacheMissError, ResponseCache, request_key
 from mnemis.models.ledger import Ledger
 from mnemis.models.llm.base import Backend, Completion, LLMRequest, LLMResult
+from mnemis.models.llm.budget import POLICIES, plan
+from mnemis.models.llm.salvage import salvage
 
+log = logging.getLogger(__name__)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _MAX_ERR_CHARS = 1200
 RETRY_INSTRUCTION = (
@@ -55,7 +69,27 @@ def _first_json_value(text: str) -> Any:
             raise ValueError(f"JSON nested too deeply ({exc})") from None
         except (json.JSONDecodeError, ValueError) as exc:
             last_err = exc
+            if _unclosed(text, i):  # a cut-off value: later starts lie inside it, and an inner
+                break  # fragment must not pass for the reply (salvage keeps its complete items)
     raise ValueError(f"no JSON object or array found ({last_err})" if last_err else "no JSON object found")
+
+
+def _unclosed(text: str, start: int) -> bool:
+    """Whether the bracket opened at ``start`` is still open at the end of ``text`` (strings respected)."""
+    depth, in_str, esc = 0, False, False
+    for ch in text[start:]:
+        if in_str:
+            esc, in_str = (False, True) if esc else (ch == "\\", ch != '"')
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return False
+    return True
 
 
 def parse_reply(text: str, schema: type[BaseModel] | None) -> tuple[BaseModel | None, str | None]:
@@ -112,6 +146,10 @@ class LLM:
         cache_mode: ``readwrite`` (default), ``replay_only`` (a miss raises ``CacheMissError``) or ``off``.
         max_retries: retry rounds for invalid replies and transport errors.
         ledger: where counters go; a fresh ``Ledger`` if None.
+        reply_budget: ``raise`` (default) | ``fit`` | ``off`` (:mod:`mnemis.models.llm.budget`).
+        retry_failed: re-ask requests whose stored outcome is a failure (readwrite mode only).
+        chunk_size: requests per chunk for stages that commit their results chunk by chunk
+            (:func:`mnemis.models.llm.chunks.chunked`); a kill loses at most one chunk.
     """
 
     def __init__(
@@ -122,6 +160,9 @@ class LLM:
         cache_mode: str = "readwrite",
         max_retries: int = 2,
         ledger: Ledger | None = None,
+        reply_budget: str = "raise",
+        retry_failed: bool = False,
+        chunk_size: int = 1024,
     ) -> None:
         if cache_mode not in MODES:
             raise ValueError(f"cache_mode must be one of {MODES}, got {cache_mode!r}")
@@ -129,6 +170,14 @@ class LLM:
             raise ValueError("cache_mode='replay_only' needs a cache_dir")
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        if reply_budget not in POLICIES:
+            raise ValueError(f"reply_budget must be one of {POLICIES}, got {reply_budget!r}")
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be >= 1")
+        self.reply_budget = reply_budget
+        self.retry_failed = bool(retry_failed)
+        self.chunk_size = int(chunk_size)
+        self._budget_notes: set[tuple[str, str]] = set()
         self.backend = backend
         self.cache_mode = cache_mode
         self.max_retries = int(max_retries)
@@ -146,7 +195,7 @@ class LLM:
 
     def generate(self, requests: Sequence[LLMRequest]) -> list[LLMResult]:
         """Results for ``requests`` in the same order (see the module docstring for the flow)."""
-        requests = list(requests)
+        requests = [self.budgeted(r) for r in requests]
         if not requests:
             return []
         t0 = time.perf_counter()
@@ -158,12 +207,9 @@ class LLM:
         for i, req in enumerate(requests):
             hit = hits.get(keys[i]) if keys else None
             if hit is not None:
-                parsed, err = parse_reply(hit.text, req.schema_)
-                if err is None:
-                    results[i] = LLMResult(
-                        text=hit.text, parsed=parsed, prompt_tokens=hit.prompt_tokens,
-                        completion_tokens=hit.completion_tokens, cached=True,
-                    )
+                res = self._from_cache(hit, req)
+                if res is not None:
+                    results[i] = res
                     continue
             todo.append(i)
         if todo and self.cache_mode == "replay_only":
@@ -189,6 +235,7 @@ class LLM:
         used = {i: [0, 0] for i in send}  # prompt / completion tokens over all attempts of an item
         last_text: dict[int, str] = {}
         last_err: dict[int, str] = {}
+        last_finish: dict[int, str | None] = {}
         current = {i: list(requests[i].messages) for i in send}
         pending = list(send)
         to_store: list[tuple[str, str, str, CachedReply]] = []  # written in one transaction per round
@@ -203,6 +250,7 @@ class LLM:
                 tokens[(req.stage, "completion")] += comp.completion_tokens
                 used[i][0] += comp.prompt_tokens
                 used[i][1] += comp.completion_tokens
+                last_finish[i] = comp.finish_reason
                 if comp.error is not None:
                     err, text = f"backend error: {comp.error}", comp.text or ""
                     retry_messages = list(requests[i].messages)
@@ -216,27 +264,37 @@ class LLM:
                     ]
                     if err is None and comp.finish_reason == "length" and req.schema_ is None and not text:
                         err = "empty reply (hit max_tokens)"
-                if err is None:
+                cut = comp.finish_reason == "length"
+                kept = None
+                if err is not None and comp.error is None and cut and req.salvage:
+                    kept = salvage(text, req.schema_)  # re-asking with the same budget would cut it again
+                if err is None or kept is not None:
                     results[i] = LLMResult(
-                        text=text, parsed=parsed, prompt_tokens=used[i][0],
-                        completion_tokens=used[i][1], retries=attempts[i],
+                        text=text, parsed=parsed if err is None else kept, prompt_tokens=used[i][0],
+                        completion_tokens=used[i][1], retries=attempts[i], truncated=cut,
+                        salvaged=err is not None,
                     )
                     if self.cache is not None:
                         to_store.append((keys[i], self.model_id, req.stage,
-                                         CachedReply(text, comp.prompt_tokens, comp.completion_tokens)))
+                                         CachedReply(text, comp.prompt_tokens, comp.completion_tokens,
+                                                     finish_reason=comp.finish_reason)))
                     continue
                 last_text[i], last_err[i] = text, err
-                if round_no < self.max_retries:
+                if round_no < self.max_retries:  # (a cut reply with nothing complete to keep is re-asked)
                     attempts[i] += 1
                     retries_by_stage[req.stage] += 1
                     current[i] = retry_messages
                     still.append(i)
             for i in pending:
                 if results[i] is None and i not in still:
-                    results[i] = LLMResult(
-                        text=last_text.get(i, ""), error=last_err.get(i, "unknown failure"),
-                        prompt_tokens=used[i][0], completion_tokens=used[i][1], retries=attempts[i],
-                    )
+                    results[i] = self._final_failure(requests[i], last_text.get(i, ""),
+                                                     last_err.get(i, "unknown failure"), last_finish.get(i),
+                                                     used[i], attempts[i])
+                    if self.cache is not None:
+                        res = results[i]
+                        to_store.append((keys[i], self.model_id, requests[i].stage, CachedReply(
+                            res.text, used[i][0], used[i][1], error=None if res.ok else res.error,
+                            finish_reason=last_finish.get(i), retries=attempts[i])))
             pending = still
             round_no += 1
             self._store(to_store)
@@ -249,7 +307,46 @@ class LLM:
         self._account(requests, results, tokens, retries_by_stage, time.perf_counter() - t0, bool(send))
         return [r for r in results if r is not None]
 
+    def budgeted(self, request: LLMRequest) -> LLMRequest:
+        """``request`` with the reply-budget policy applied (max_tokens, decoding schema)."""
+        schema = request.json_schema()
+        max_tokens, decode, note = plan(schema, request.sampling.max_tokens, self.reply_budget)
+        if not note:
+            return request
+        if (request.stage, note) not in self._budget_notes:
+            self._budget_notes.add((request.stage, note))
+            log.info("reply budget of stage %r: %s (max_tokens %d -> %d)", request.stage, note,
+                     request.sampling.max_tokens, max_tokens)
+        update: dict[str, Any] = {"sampling": request.sampling.model_copy(update={"max_tokens": max_tokens})}
+        if decode is not schema:
+            update["decode_schema"] = decode
+        return request.model_copy(update=update)
+
     # ---------------------------------------------------------------- internals
+    def _from_cache(self, hit: CachedReply, req: LLMRequest) -> LLMResult | None:
+        """The stored outcome as a result, or None when it must be (re-)asked."""
+        common = {"text": hit.text, "prompt_tokens": hit.prompt_tokens, "completion_tokens": hit.completion_tokens,
+                  "cached": True, "retries": hit.retries, "truncated": hit.finish_reason == "length"}
+        if hit.error is not None:
+            if self.retry_failed and self.cache_mode != "replay_only":
+                return None
+            return LLMResult(error=hit.error, **common)
+        parsed, err = parse_reply(hit.text, req.schema_)
+        if err is None:
+            return LLMResult(parsed=parsed, **common)
+        kept = salvage(hit.text, req.schema_) if req.salvage else None
+        return LLMResult(parsed=kept, salvaged=True, **common) if kept is not None else None
+
+    def _final_failure(self, req: LLMRequest, text: str, err: str, finish: str | None, used: list[int],
+                       attempts: int) -> LLMResult:
+        """A request that failed every attempt: its salvaged complete items, else the failure."""
+        kept = salvage(text, req.schema_) if req.salvage and text else None
+        common = {"text": text, "prompt_tokens": used[0], "completion_tokens": used[1], "retries": attempts,
+                  "truncated": finish == "length"}
+        if kept is not None:
+            return LLMResult(parsed=kept, salvaged=True, **common)
+        return LLMResult(error=err, **common)
+
     def _complete(self, batch: list[LLMRequest]) -> list[Completion]:
         try:
             out = list(self.backend.complete(batch))
@@ -281,11 +378,14 @@ class LLM:
             d["calls"] += 1
             d["cache_hits"] += int(bool(res and res.cached))
             d["failures"] += int(bool(res and not res.ok))
+            d["truncated"] += int(bool(res and res.truncated))
+            d["salvaged"] += int(bool(res and res.salvaged))
         n = len(requests)
         for stage, d in per_stage.items():
             self.ledger.record(
                 stage,
                 calls=d["calls"], cache_hits=d["cache_hits"], failures=d["failures"],
+                truncated=d["truncated"], salvaged=d["salvaged"],
                 retries=retries_by_stage[stage],
                 prompt_tokens=tokens[(stage, "prompt")], completion_tokens=tokens[(stage, "completion")],
                 wall_s=wall * d["calls"] / n, batches=1,

@@ -17,6 +17,10 @@ from pydantic import BaseModel
 
 from mnemis.models.llm.base import Completion, LLMRequest
 
+class Cut(str):
+    """A scripted reply that stopped at ``max_tokens`` (``finish_reason="length"``)."""
+
+
 Reply = str | dict | list | BaseModel | Exception
 Responder = Callable[[LLMRequest], Reply]
 
@@ -86,9 +90,36 @@ class ScriptedBackend:
                     out.append(Completion(text="", prompt_tokens=prompt_tokens, error=str(reply) or "error"))
                     continue
                 text = _to_text(reply)
-                out.append(Completion(text=text, prompt_tokens=prompt_tokens,
-                                      completion_tokens=_count_tokens(text), finish_reason="stop"))
+                out.append(Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=_count_tokens(text),
+                                      finish_reason="length" if isinstance(reply, Cut) else "stop"))
             return out
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL in resume tests: not an ``Exception``, so nothing on the way catches it."""
+
+
+class CountingBackend(ScriptedBackend):
+    """A ``ScriptedBackend`` that counts the requests sent per stage (``sent``) and raises ``Killed``
+    instead of sending the batch that would take ``stage`` (any stage if None) past ``crash_after``."""
+
+    def __init__(self, responder: Responder | Mapping[str, Sequence[Reply]], *, crash_after: int | None = None,
+                 stage: str | None = None, model_id: str = "scripted") -> None:
+        super().__init__(responder, model_id=model_id)
+        self.crash_after, self.stage = crash_after, stage
+        self.sent: dict[str, int] = {}
+
+    @property
+    def total(self) -> int:
+        return sum(self.sent.values())
+
+    def complete(self, requests: Sequence[LLMRequest]) -> list[Completion]:
+        st = requests[0].stage if requests else ""
+        counted = self.sent.get(st, 0) if self.stage is not None else self.total
+        if self.crash_after is not None and (self.stage in (None, st)) and counted + len(requests) > self.crash_after:
+            raise Killed
+        self.sent[st] = self.sent.get(st, 0) + len(requests)
+        return super().complete(requests)
 
 
 def minimal_instance(schema: dict[str, Any], root: dict[str, Any] | None = None) -> Any:

@@ -31,6 +31,9 @@ class VLLMBackend:
             enable_prefix_caching, seed, enforce_eager: passed to ``vllm.LLM``.
         chat_template_kwargs: e.g. ``{"enable_thinking": False}`` for Qwen3.
         lazy: start the engine on the first ``complete()`` instead of in the constructor.
+        compact_json: constrained JSON without free whitespace (xgrammar, ``disable_any_whitespace``): the
+            reply-budget bound (:mod:`mnemis.models.llm.budget`) then holds, and a small model cannot pad a
+            reply with newlines until ``max_tokens``. Ignored when ``structured_outputs_config`` is given.
         **engine_kwargs: any other ``vllm.LLM`` / ``EngineArgs`` keyword.
     """
 
@@ -38,7 +41,7 @@ class VLLMBackend:
                  gpu_memory_utilization: float = 0.85, max_model_len: int = 8192, tensor_parallel_size: int = 1,
                  data_parallel_size: int = 1, enable_prefix_caching: bool = True, seed: int = 0,
                  enforce_eager: bool = False, chat_template_kwargs: dict[str, Any] | None = None,
-                 lazy: bool = False, **engine_kwargs: Any) -> None:
+                 lazy: bool = False, compact_json: bool = True, **engine_kwargs: Any) -> None:
         if model == SMOLLM2:
             self._path = str(dequantized_smollm2())
             self._identity: str | None = model_identity("smollm2-135m-instruct", smollm2_gguf())
@@ -54,6 +57,8 @@ class VLLMBackend:
             enable_prefix_caching=enable_prefix_caching, seed=seed, enforce_eager=enforce_eager,
             **engine_kwargs,
         )
+        if compact_json and "structured_outputs_config" not in engine_kwargs:  # an engine-level switch in vLLM
+            self._engine_kwargs["structured_outputs_config"] = {"backend": "xgrammar", "disable_any_whitespace": True}
         if data_parallel_size != 1:
             self._engine_kwargs["data_parallel_size"] = data_parallel_size
         self._llm = None

@@ -1,8 +1,9 @@
 """Ingest the fake slice into a file-backed store (run as a subprocess by test_resume.py).
 
-Usage: python resume_worker.py DB CACHE_DIR DELAY_S. Prints READY once imports are done and DONE at the
-end; the parent SIGKILLs it anywhere in between. Each backend batch sleeps DELAY_S so the kill points
-spread over every stage.
+Usage: python resume_worker.py DB CACHE_DIR DELAY_S [CHUNK_SIZE]. Prints READY once imports are done,
+``BATCH <n requests>`` when a backend batch starts and DONE at the end; the parent SIGKILLs it anywhere in
+between. Each backend batch sleeps DELAY_S so the kill points spread over every stage. CACHE_DIR ``none``
+runs without the response cache.
 """
 
 from __future__ import annotations
@@ -28,14 +29,16 @@ class SlowBackend(ScriptedBackend):
         self.delay = delay
 
     def complete(self, requests):
+        print(f"BATCH {len(requests)}", flush=True)
         time.sleep(self.delay)
         return super().complete(requests)
 
 
 def main() -> None:
     db, cache, delay = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    chunk = int(sys.argv[4]) if len(sys.argv) > 4 else 1024
     store = GraphStore(db)
-    llm = LLM(SlowBackend(delay), cache_dir=cache)
+    llm = LLM(SlowBackend(delay), cache_dir=None if cache == "none" else cache, chunk_size=chunk)
     builder = BaseGraphBuilder(store, llm, HashingEmbedder(64), show_progress=False)
     print("READY", flush=True)
     builder.ingest(slice_episodes())

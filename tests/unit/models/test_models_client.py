@@ -133,11 +133,12 @@ def test_cache_second_run_fully_cached(tmp_path):
     assert all(r.cached for r in LLM(be2, cache_dir=tmp_path).generate(reqs)) and be2.batches == []
 
 
-def test_cache_stores_only_valid_replies(tmp_path):
+def test_cache_stores_final_failures_too(tmp_path):
     be = ScriptedBackend(lambda r: "garbage")
     llm = LLM(be, cache_dir=tmp_path, max_retries=0)
     llm.generate([make_request(0)])
-    assert len(ResponseCache(tmp_path)) == 0
+    cache = ResponseCache(tmp_path)
+    assert len(cache) == 1 and cache.failures() == 1
 
 
 def test_cache_key_depends_on_model_schema_sampling_messages():

@@ -1,0 +1,57 @@
+"""Which reply schema each schema-constrained stage sends, and where its reply budget is configured.
+
+Used by the reply-budget test (every prompt's reply must fit its stage's effective ``max_tokens``) and
+by ``experiments/bench/reply_budgets.py``. ``cfg`` is the plain composed config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from mnemis.prompts.categorize import bounded_categorization
+from mnemis.prompts.dedup_facts import FactDecisions
+from mnemis.prompts.describe_category import CategoryDescription
+from mnemis.prompts.entity_attributes import EntityAttributes
+from mnemis.prompts.extract_entities import ExtractedEntities
+from mnemis.prompts.extract_facts import ExtractedFacts
+from mnemis.prompts.judge_locomo import JudgeVerdict
+from mnemis.prompts.mem0_extract import CandidateFacts
+from mnemis.prompts.mem0_graph import GraphEntities, GraphRelations, ObsoleteRelations
+from mnemis.prompts.mem0_summary import ConversationSummary
+from mnemis.prompts.mem0_update import MemoryOperation
+from mnemis.prompts.resolve_entities import Resolutions
+from mnemis.prompts.select_nodes import NodeSelections, selection_schema
+
+# no reply schema: plain text, no worst case (every answer prompt runs in the "answer" stage)
+PLAIN_TEXT_STAGES = frozenset({"answer", "answer_paper", "answer_mem0"})
+
+
+def stage_reply_schemas(cfg: dict[str, Any]) -> dict[str, tuple[type[BaseModel], Any]]:
+    """stage -> (the reply schema the stage sends at its largest, its configured ``max_tokens``)."""
+    ing, hier, s2 = cfg["ingest"]["max_tokens"], cfg["hierarchy"], cfg["retrieval"]["system2"]
+    select = selection_schema(s2["max_candidates_per_prompt"]) if s2["constrain_ids"] else NodeSelections
+    return {
+        "extract_entities": (ExtractedEntities, ing["extract_entities"]),
+        "reflect_entities": (ExtractedEntities, ing["reflect_entities"]),
+        "extract_facts": (ExtractedFacts, ing["extract_facts"]),
+        "reflect_facts": (ExtractedFacts, ing["reflect_facts"]),
+        "resolve_entities": (Resolutions, ing["resolve_entities"]),
+        "dedup_facts": (FactDecisions, ing["dedup_facts"]),
+        "entity_attributes": (EntityAttributes, ing["entity_attributes"]),
+        "categorize": (bounded_categorization(hier["batch_size"]), hier["categorize_sampling"]["max_tokens"]),
+        "describe_category": (CategoryDescription, hier["describe_sampling"]["max_tokens"]),
+        "select": (select, s2["max_tokens"]),
+        "judge_locomo": (JudgeVerdict, cfg["judge"]["max_tokens"]),
+        "judge_locomo_generous": (JudgeVerdict, cfg["judge"]["max_tokens"]),
+        "judge_longmemeval": (JudgeVerdict, cfg["judge"]["max_tokens"]),
+        "mem0_extract": (CandidateFacts, cfg["mem0"]["max_tokens"]["mem0_extract"]),
+        "mem0_update": (MemoryOperation, cfg["mem0"]["max_tokens"]["mem0_update"]),
+        "mem0_summary": (ConversationSummary, cfg["mem0"]["max_tokens"]["mem0_summary"]),
+        "query_entities": (ExtractedEntities, cfg["mem0g"]["max_tokens"]["query_entities"]),  # graphiti ablation
+        "mem0g_query_entities": (GraphEntities, cfg["mem0g"]["max_tokens"]["query_entities"]),
+        "mem0g_entities": (GraphEntities, cfg["mem0g"]["max_tokens"]["mem0g_entities"]),
+        "mem0g_relations": (GraphRelations, cfg["mem0g"]["max_tokens"]["mem0g_relations"]),
+        "mem0g_conflicts": (ObsoleteRelations, cfg["mem0g"]["max_tokens"]["mem0g_conflicts"]),
+    }
