@@ -86,6 +86,26 @@ def _ranks(s1: System1, hit, ctx) -> list[tuple[str, int]]:
     return ranks
 
 
+def test_paper_mode_keys_give_plain_reciprocal_rank_sums(mem):
+    """mode=paper System-1: score = sum of 1/rank over the lists, BM25 over the turn itself, query as asked."""
+    from mnemis.config import compose, to_plain
+
+    store, emb = mem
+    keys = to_plain(compose(["mode=paper"]))["retrieval"]["system1"]
+    keys = {k: v for k, v in keys.items() if k in ("rrf_k", "weights", "recipe", "query_normalize", "bm25_params")}
+    s1 = System1(store, emb, k=3, cache_dir=None, **keys)
+    assert s1.rrf_k == 0 and s1.weights == {"cosine": 1.0, "bm25": 1.0} and not s1.query_normalize
+    q = "Who likes hiking and pottery?"
+    [ctx] = s1.search([("a", q)])
+    idx = s1.catalog.get("a", "episode")
+    assert idx.texts == [e.content for e in store.episodes("a")]  # the turn itself
+    _, vids = idx.vector.search(emb.encode([q], kind="query"), 6)
+    _, bids = idx.bm25.search([q], 6)  # no wh-word drop
+    for h in ctx.episodes:
+        want = sum(1 / (lst.index(h.id) + 1) for lst in (vids[0], bids[0]) if h.id in lst)
+        assert h.score == pytest.approx(want)
+
+
 def test_routes(mem):
     store, emb = mem
     q = [("b", "painting marathon")]
