@@ -20,7 +20,9 @@ System-2 selection is scripted too, by two policies, because the pair count depe
   query, else the first): the typical case the paper's selection cost points to (one prompt, ~2
   selections, whole subtrees);
 - ``overlap_walk``: every candidate sharing a content word with the query, never a shortcut (a round
-  without such a candidate ends the walk; at the top that is the System-1 fallback).
+  without such a candidate ends the walk; at the top that is the System-1 fallback);
+- ``shortcut_all``: every top-layer node with ``take_all_children``: the whole graph of the conversation
+  goes to System-2's output (the upper bound).
 
 Each (build, policy) runs twice: ``paper`` = the experiment with ``mode=paper``; ``default`` = the same
 with ``mode=tuned`` (our caps, entity round, tuned System-1). Output: mean, p50, p95 and max per query.
@@ -48,6 +50,7 @@ _NODE = re.compile(r"^(\d+)\. (.*?) \[(.*)\]$")
 _LAYER = re.compile(r"^Layer (\d+):", re.MULTILINE)
 _CATEGORY = re.compile(r'^Category: "(.*)" \(layer (\d+)')
 GROUP, FLAT_AT = 4, 12
+POLICIES = ("shortcut_top", "overlap_walk", "shortcut_all")
 
 # build -> (experiment overlay, extra overrides); categories 1-4 as in the paper's headline
 BUILDS = {
@@ -97,6 +100,8 @@ def select_reply(policy: str) -> Callable[[Any], dict[str, Any]]:
     def respond(req) -> dict[str, Any]:
         cands, qw = _candidates(req), words(_query(req))
         overlap = [len(qw & words(" ".join([c["name"], *c.get("tags", [])]))) for c in cands]
+        if policy == "shortcut_all":
+            return {"selections": [{"id": c["id"], "name": c["name"], "take_all_children": True} for c in cands]}
         if policy == "shortcut_top":
             best = int(np.argmax(overlap)) if cands else 0
             pick = [cands[best]] if cands else []
@@ -254,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             store, questions, facts = build(overrides, Path(tmp))
             runs: dict[str, Any] = {}
-            for policy in ("shortcut_top", "overlap_walk"):
+            for policy in POLICIES:
                 runs[policy] = {mode: measure(store, questions, [*overrides, f"mode={m}"], policy)
                                 for mode, m in (("paper", "paper"), ("default", "tuned"))}
                 p, d = runs[policy]["paper"]["pairs_per_query"], runs[policy]["default"]["pairs_per_query"]

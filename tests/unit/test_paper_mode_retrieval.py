@@ -69,7 +69,7 @@ def test_quickstart_and_the_default_keep_the_tuned_retrieval(tuned):
     for cfg in (tuned, _cfg(["experiment=quickstart"])):
         assert cfg["fidelity"] == "tuned"
         s1, s2 = cfg["retrieval"]["system1"], cfg["retrieval"]["system2"]
-        assert s1["rrf_k"] == 10 and s1["weights"] == {"cosine": 1.0, "bm25": 2.0} and s1["query_normalize"]
+        assert s1["rrf_k"] == 10 and s1["weights"] == {"cosine": 1.0, "bm25": 3.0} and s1["query_normalize"]
         assert s1["recipe"] == {"window": 2, "date": True, "neighbour_chars": 200, "self_weight": 2}
         assert s1["bm25_params"]["stem"] and s2["entity_round"] is True
         assert s2["max_facts_per_entity"] == 10 and s2["max_candidates_per_prompt"] == 60

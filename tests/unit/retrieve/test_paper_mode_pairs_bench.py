@@ -47,6 +47,8 @@ def test_selector_policies():
     req = _req(SELECT_NODES.render("Which guitar does she play?", cands))
     short = bench.select_reply("shortcut_top")(req)["selections"]
     assert short == [{"id": "n2", "name": "Music", "take_all_children": True}]
+    every = bench.select_reply("shortcut_all")(req)["selections"]
+    assert [s["id"] for s in every] == ["n1", "n2", "n3"] and all(s["take_all_children"] for s in every)
     walk = bench.select_reply("overlap_walk")(req)["selections"]
     assert [s["id"] for s in walk] == ["n2", "n3"] and not any(s["take_all_children"] for s in walk)
 
@@ -75,7 +77,7 @@ def test_quick_run_writes_the_report(tmp_path):
     assert bench.main(["--quick", "--out", str(out)]) == 0
     rep = json.loads(out.read_text())
     runs = rep["builds"]["quickstart"]["runs"]
-    for policy in ("shortcut_top", "overlap_walk"):
+    for policy in bench.POLICIES:
         for mode in ("paper", "default"):
             d = runs[policy][mode]["pairs_per_query"]
             assert d["n"] == 4 and d["max"] >= d["p95"] >= d["p50"] > 0

@@ -54,7 +54,7 @@ def mem(tmp_path_factory):
 def test_budgets_scores_and_order(mem):
     store, emb = mem
     s1 = System1(store, emb, k=3, cache_dir=None)
-    assert s1.weights == {"cosine": 1.0, "bm25": 2.0} and s1.rrf_k == 10
+    assert s1.weights == {"cosine": 1.0, "bm25": 3.0} and s1.rrf_k == 10
     [ctx] = s1.search([("a", "Who likes hiking and pottery?")])
     assert ctx.group_id == "a" and ctx.question_id == "0"
     assert len(ctx.episodes) == 3 and len(ctx.entities) == 6 and len(ctx.facts) == 6
@@ -66,8 +66,7 @@ def test_budgets_scores_and_order(mem):
             want = sum(s1.weights[name] / (s1.rrf_k + r) for name, r in _ranks(s1, h, ctx))
             assert h.score == pytest.approx(want)
     assert {h.kind for h in ctx.episodes} == {"episode"} and ctx.facts[0].kind == "fact"
-    top = ctx.episodes[0]
-    assert "bm25" in top.scores and "cosine" in top.scores
+    assert any({"bm25", "cosine"} <= set(h.scores) for h in ctx.episodes)  # both lists fused
 
 
 def _ranks(s1: System1, hit, ctx) -> list[tuple[str, int]]:
