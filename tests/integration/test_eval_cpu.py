@@ -14,7 +14,7 @@ import pytest
 
 from mnemis.baselines.full_context import full_context
 from mnemis.eval.answer import answer_questions
-from mnemis.eval.judge import judge_answers
+from mnemis.eval.judge import Judge, judge_answers
 from mnemis.eval.leniency import judge_leniency
 from mnemis.eval.metrics import metrics_by_method
 from mnemis.eval.records import build_records, dump_json, write_records
@@ -49,8 +49,9 @@ def test_answer_and_judge_locomo_with_smollm2(backend, locomo, tmp_path):
     assert len(labels["smol"]) == 4 and all(lab in (True, False, None) for lab in labels["smol"])
     assert llm.ledger.stage("judge:smol").batches <= 1
 
-    leniency = judge_leniency({"smol": llm}, n=2, seed=0, max_tokens=120)
-    assert leniency["n_questions"] == 2
+    leniency = judge_leniency({"smol": llm, "smol_generous": Judge(llm, "generous")}, n=2, seed=0, max_tokens=120)
+    assert leniency["n_questions"] == 2 and leniency["criteria"] == {"smol": "strict", "smol_generous": "generous"}
+    assert llm.ledger.stage("leniency:smol_generous").batches == 1
 
     run = tmp_path / "run"
     write_records(run / "questions.jsonl", build_records(questions, answers, labels, method="full_context"))
@@ -59,7 +60,7 @@ def test_answer_and_judge_locomo_with_smollm2(backend, locomo, tmp_path):
     dump_json(run / "leniency.json", leniency)
     llm.ledger.save(run / "ledger.json")
     text = write_report(run).read_text()
-    assert "| full_context | smol | raw |" in text and (run / "accuracy.png").stat().st_size > 0
+    assert "| full_context | **smol** headline | raw |" in text and (run / "accuracy.png").stat().st_size > 0
     assert (run / "cost.png").stat().st_size > 0
     print(json.dumps({"wall_s": round(time.perf_counter() - t0, 1), "answers": [a.answer for a in answers],
                       "labels": labels["smol"], "leniency": leniency["judges"]["smol"],
