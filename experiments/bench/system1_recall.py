@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     evaluate("minilm", bm25_recipe=turn, bm25=False, **plain)
     evaluate("rrf_plain_k60", bm25_recipe=turn, rrf_k=60, **plain)
     evaluate("rrf_plain_k0", bm25_recipe=turn, rrf_k=0, **plain)
-    default = evaluate("default")  # System1 defaults: BM25_RECIPE text, weights cosine 1 / bm25 2, k_rrf 10
+    default = evaluate("default")  # System1 defaults (BM25_RECIPE text, DEFAULT_WEIGHTS, DEFAULT_RRF_K)
 
     for other in ("same", "int8", "bfloat16"):  # what the query weights cost (documents stay fp32)
         if other != query_precision:

@@ -2,11 +2,13 @@
 
     python experiments/paper/collect.py TABLE PATH... [--judge NAME] [--scoring raw|audited] [--out FILE]
 
-TABLE is one of ``table1 table2 table4 table5 table6 table9`` (REFERENCE §8). Each PATH is a run dir
-(``config.json`` + ``metrics.json``) or any folder above run dirs, e.g. a multirun sweep dir. A run
-contributes one candidate row per method in its ``metrics.json``; the row's setting (route, k, embedder,
-reranker, dataset) is read from its ``config.json``, so no run has to be named in a special way. When
-several runs fit a paper row the newest is used and the others are listed under the table.
+TABLE is one of ``table1 table2 table4 table5 table6 table9`` (REFERENCE §8) or ``ablations`` /
+``ablations_lme`` (``mode=paper`` beside each ``conf/ablation`` overlay and ``mode=tuned``). Each PATH is a
+run dir (``config.json`` + ``metrics.json``) or any folder above run dirs, e.g. a multirun sweep dir. A
+run contributes one candidate row per method in its ``metrics.json``; the row's setting (route, k,
+embedder, reranker, dataset, fidelity mode, ablation) is read from its ``config.json``, so no run has to
+be named in a special way. Paper-table rows take ``mode=paper`` runs without an ablation only. When
+several runs fit a row the newest is used and the others are listed under the table.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mnemis.config import CONF_DIR
 from mnemis.eval.metrics import metrics_by_method
 from mnemis.eval.records import QUESTIONS_FILE, read_records
 from mnemis.retrieve.system2 import FALLBACK_FLAG
@@ -29,6 +32,7 @@ LME_CATS = ("single-session-user", "multi-session", "single-session-preference",
 SHORT = {"multi-hop": "Multi-Hop", "temporal": "Temporal", "open-domain": "Open-Dom.", "single-hop": "Single-Hop",
          "single-session-user": "SSU", "multi-session": "MS", "single-session-preference": "SSP",
          "temporal-reasoning": "TR", "knowledge-update": "KU", "single-session-assistant": "SSA"}
+NO_ABLATION = "none"
 QWEN_EMB = "qwen3-embedding-0.6b:128"
 QWEN_RR8 = "qwen3-reranker-8b"
 
@@ -49,10 +53,11 @@ class Table:
     categories: tuple[str, ...]
     rows: tuple[Row, ...]
     notes: tuple[str, ...] = field(default=())
+    reference: str | None = None  # label of the row every other row is compared with (Δ column)
 
 
 def _loc(route: str, k: int | None = 10, **extra: Any) -> dict[str, Any]:
-    m: dict[str, Any] = {"route": route, **extra}
+    m: dict[str, Any] = {"route": route, "fidelity": "paper", "ablation": NO_ABLATION, **extra}
     if k is not None:
         m["k"] = k
     if route in ("s1_rag", "s1_graph", "s1_rag_graph", "s1_reranked", "s2_only", "mnemis"):
@@ -124,6 +129,37 @@ TABLES: dict[str, Table] = {
 }
 
 
+
+
+def ablations(conf_dir: Path = CONF_DIR) -> dict[str, str]:
+    """``conf/ablation`` overlays: name -> their description (the comment lines after the package line)."""
+    out = {}
+    for path in sorted((conf_dir / "ablation").glob("*.yaml")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        desc = [x.lstrip("# ").strip() for x in lines[1:] if x.startswith("#")]
+        out[path.stem] = " ".join(d for d in desc if d)
+    return out
+
+
+def ablation_table(dataset: str = "locomo", conf_dir: Path = CONF_DIR) -> Table:
+    """``mode=paper`` (full Mnemis, k = 10), each ablation overlay on top of it, and ``mode=tuned``."""
+    paper_row = next(r for r in TABLES["table1" if dataset == "locomo" else "table2"].rows
+                     if r.label.startswith("Mnemis"))
+    ref = "mode=paper"
+    rows = [Row(ref, _loc("mnemis", 10), paper_row.paper)]
+    rows += [Row(f"+ {name}", _loc("mnemis", 10, ablation=name), None) for name in ablations(conf_dir)]
+    rows.append(Row("mode=tuned (all our defaults)", _loc("mnemis", 10, fidelity="tuned"), None))
+    notes = tuple(f"`{name}`: {desc}" for name, desc in ablations(conf_dir).items())
+    cats = LOCOMO_CATS if dataset == "locomo" else LME_CATS
+    name = "LoCoMo" if dataset == "locomo" else "LongMemEval-S"
+    return Table(f"Ablations: mode=paper with one of our defaults restored ({name}, full Mnemis, k = 10)",
+                 dataset, cats, tuple(rows), notes, reference=ref)
+
+
+TABLES["ablations"] = ablation_table("locomo")
+TABLES["ablations_lme"] = ablation_table("longmemeval")
+
+
 # ---------------------------------------------------------------------------------------------- runs
 @dataclass
 class Candidate:
@@ -172,6 +208,8 @@ def describe(config: Mapping[str, Any], method: str) -> dict[str, Any]:
         "reranker": str(rr.get("model", rr.get("_target_", "?"))).lower() if uses_reranker else None,
         "dataset": (config.get("dataset") or {}).get("name"),
         "llm": str((llm.get("backend") or {}).get("model", "?")),
+        "fidelity": str(config.get("fidelity") or "tuned"),  # runs made before the mode switch were tuned
+        "ablation": str(config.get("ablation") or NO_ABLATION),
     }
 
 
@@ -266,8 +304,11 @@ def to_markdown(result: Mapping[str, Any], base: Path | None = None) -> str:
     """The collected table as Markdown: ``ours (paper)`` per cell, Δ overall and whether the paper is in our CI."""
     table: Table = result["table"]
     cats = [*table.categories, "overall"]
+    ref = next((r for r in result["rows"] if table.reference and r["label"] == table.reference), None)
     head = ["Setting", *(SHORT.get(c, c) for c in table.categories), "Overall", "Δ overall", "our 95% CI",
             "paper in CI", "n", "S2 fallbacks", "run"]
+    if ref is not None:
+        head.insert(len(table.categories) + 3, f"Δ vs {table.reference}")
     lines = [f"### {table.title}", "",
              f"Cells: ours (paper), %. Judge `{result['judge'] or 'headline'}`, {result['scoring']} labels.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -290,6 +331,11 @@ def to_markdown(result: Mapping[str, Any], base: Path | None = None) -> str:
         run_s = "–" if run is None else str(run.relative_to(base) if base and run.is_relative_to(base) else run)
         fb = "–" if r["fallbacks"] is None else str(r["fallbacks"])
         row = [r["label"], *cells, delta, ci_s, in_ci, str(ours.get("n", "–")), fb, run_s]
+        if ref is not None:
+            base_o = ref["ours"].get("overall")
+            vs = "–" if r is ref or base_o is None or ours.get("overall") is None else (
+                f"{100 * (ours['overall'] - base_o):+.1f}")
+            row.insert(len(table.categories) + 3, vs)
         lines.append("| " + " | ".join(row) + " |")
         if r["llm"] and r["llm"] not in llms:
             llms.append(r["llm"])

@@ -10,10 +10,12 @@ entity     ``name: summary``          ``entity_summary``
 fact       fact sentence              ``fact``
 =========  =========================  ===================================
 
-Indexes live in memory once built and on disk under ``<store path>.indexes/`` (BM25 and FAISS; an
-exact index is rebuilt from the stored vectors, which costs one read). A cached index is reused only
-when its fingerprint matches: a hash of the item ids, their texts, the embedded ids and vector bytes and
-every index setting. Anything else (new items, edited text, re-embedding, other settings) rebuilds it.
+Indexes live in memory once built and on disk under ``<store path>.indexes/<group>/<item>-<settings>/``
+(BM25 and FAISS; an exact index is rebuilt from the stored vectors, which costs one read). The folder name
+carries a hash of the index settings (vector index, BM25 analyzer, episode text recipe), so runs with
+other settings keep their own copies. A cached index is reused only when its fingerprint matches: a hash
+of the item ids, their texts, the embedded ids and vector bytes and every index setting. Anything else
+(new items, edited text, re-embedding) rebuilds it.
 """
 
 from __future__ import annotations
@@ -111,10 +113,16 @@ class IndexCatalog:
         return self._mem[key]
 
     # ------------------------------------------------------------------ internals
+    def settings_key(self) -> str:
+        """Short hash of every index setting (vector index, BM25 analyzer, episode text recipe): the cache
+        folder of a (group, item) is ``<item>-<settings_key>``, so indexes built with different settings
+        (``mode=paper`` vs the default) live side by side and are never served to one another."""
+        settings = {"vector": self.vector, "vp": self.vector_params, "bm": self.bm25_params, "r": self.recipe.key()}
+        return hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
     def _fingerprint(self, ids: list[str], texts: list[str], vids: list[str], vecs: np.ndarray) -> str:
         h = hashlib.sha1()
-        settings = {"vector": self.vector, "vp": self.vector_params, "bm": self.bm25_params, "r": self.recipe.key()}
-        h.update(json.dumps(settings, sort_keys=True).encode())
+        h.update(self.settings_key().encode())
         for part in (ids, texts, vids):
             h.update(json.dumps(part).encode())
         h.update(np.ascontiguousarray(vecs, dtype=np.float32).tobytes())
@@ -128,7 +136,7 @@ class IndexCatalog:
         if len(keep) != len(vids):
             vids, vecs = [vids[n] for n in keep], vecs[keep]
         fp = self._fingerprint(ids, texts, vids, vecs)
-        folder = self.cache_dir / _safe(group_id) / item if self.cache_dir is not None else None
+        folder = self.cache_dir / _safe(group_id) / f"{item}-{self.settings_key()}" if self.cache_dir is not None else None
         if folder is not None:
             loaded = self._try_load(folder, fp, group_id, item, ids, texts, vids, vecs)
             if loaded is not None:

@@ -6,12 +6,19 @@ next round's candidates; a node flagged ``take_all_children`` adds itself and it
 no further calls. A round that selects nothing ends the walk. With ``entity_round`` (default, as in
 the paper) the entity children of selected layer-1 categories get one more LLM round; with
 ``entity_round=False`` entities are never shown to the LLM and enter only through shortcut subtrees
-(the released code). Selected entities then expand one hop (:mod:`mnemis.retrieve.expand`).
+(the released code that produced the paper's metrics files; ``mode=paper``). Selected entities then
+expand one hop (:mod:`mnemis.retrieve.expand`).
+
+Output per query: the selected nodes plus the one-hop neighbours (entities and categories in one
+list), the facts and the episodes. With every cap ``None`` (``mode=paper``) all of it goes to the
+fuser uncut, as in the paper, where the reranker does every cut. With caps (the default) each cut
+ranks by query relevance first (:mod:`mnemis.retrieve.expand`), so the node list never loses the
+deepest nodes or a whole kind by walk position.
 
 Batching: round r of EVERY active query (all groups) is ONE ``llm.generate`` call. Candidates are
 sorted (layer descending, name, id) so that prompts of a group share their prefix, and a candidate
 list longer than ``max_candidates_per_prompt`` is split into several prompts whose selections are
-merged. Output maps back by prompt-local id, then exact name, then case-insensitive name; anything
+merged (``None``: one prompt with every candidate, as the released code does). Output maps back by prompt-local id, then exact name, then case-insensitive name; anything
 else is an invented selection (ignored, counted in the traversal log).
 
 Robustness: a query whose top round fails (every prompt failed) or selects nothing, or whose group
@@ -37,7 +44,7 @@ from mnemis.prompts.select_nodes import (
     salvage_selections,
     selection_schema,
 )
-from mnemis.retrieve.expand import ExpandCaps, expand_one_hop
+from mnemis.retrieve.expand import ExpandCaps, cap_nodes, expand_one_hop
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Hit, Question, RetrievedContext, normalize_name
 
@@ -54,12 +61,14 @@ class System2Config(BaseModel):
     use_summary: bool = False
     use_tags: bool = True
     include_shortcut_nodes: bool = Field(True, description="REFERENCE §5.5 decision 2")
-    max_candidates_per_prompt: int = Field(60, ge=1)
+    max_candidates_per_prompt: int | None = Field(
+        60, ge=1, description="split wider candidate lists into several prompts; None = one prompt (the paper)")
     max_rounds: int = Field(12, ge=1, description="safety bound; a hierarchy of L layers needs L+1")
-    max_facts_per_entity: int = Field(10, ge=0)
-    max_episodes_per_entity: int = Field(10, ge=0)
-    max_neighbours_per_entity: int = Field(5, ge=0)
-    max_items_per_type: int = Field(100, ge=1, description="cap per type after expansion, per query")
+    max_facts_per_entity: int | None = Field(10, ge=0, description="None = all (the paper)")
+    max_episodes_per_entity: int | None = Field(10, ge=0, description="None = all (the paper)")
+    max_neighbours_per_entity: int | None = Field(5, ge=0, description="None = all (the paper)")
+    max_items_per_type: int | None = Field(
+        100, ge=1, description="cap per type after expansion, per query, ranked first; None = no cap (the paper)")
     constrain_ids: bool = Field(True, description="decoding schema restricts ids to the shown ones")
     salvage: bool = Field(True, description="keep the complete selections of a truncated reply")
     max_tokens: int | Literal["auto"] = Field(512, description="reply budget; auto = the schema's worst case")
@@ -237,12 +246,12 @@ class System2:
 
     def _round(self, r: int, active: list[_Walk]) -> None:
         prompts: list[_Prompt] = []
-        cap = self.cfg.max_candidates_per_prompt
         for w in active:
             cands = self._candidates(r, w)
             if not cands:
                 w.done = True
                 continue
+            cap = self.cfg.max_candidates_per_prompt or len(cands)
             prompts += [_Prompt(w, cands[i : i + cap]) for i in range(0, len(cands), cap)]
         if not prompts:
             return
@@ -365,7 +374,7 @@ class System2:
             else:
                 facts, episodes, neighbours = expanded[id(w)]
                 nodes = list(w.selected) + [n for n in neighbours if n not in w.selected]
-                nodes = nodes[: self.cfg.max_items_per_type]
+                nodes = self._cap_nodes(w, nodes)
                 ctx.entities = [
                     Hit(id=i, kind=w.view.nodes[i].kind if i in w.view.nodes else "entity", score=1.0,
                         scores={"s2": 1.0 if i in w.selected else 0.5})
@@ -377,6 +386,16 @@ class System2:
             trav.counts = {f: len(getattr(ctx, f)) for f in ("entities", "facts", "episodes")}
             results.append(System2Result(context=ctx, traversal=trav))
         return results
+
+
+    def _cap_nodes(self, w: _Walk, nodes: list[str]) -> list[str]:
+        cap = self.cfg.max_items_per_type
+        if cap is None or len(nodes) <= cap:
+            return nodes
+        view = w.view.nodes
+        texts = {i: " ".join([view[i].name, *view[i].tags, view[i].summary]) for i in nodes if i in view}
+        kinds = {i: view[i].kind for i in nodes if i in view}
+        return cap_nodes(w.question.question, nodes, texts, kinds, set(w.selected), cap)
 
 
 def _map_back(sel_id: str, sel_name: str, cands: list[str], view: HierarchyView) -> str | None:

@@ -116,3 +116,26 @@ def test_catalog_damaged_cache_is_rebuilt(store, tmp_path):
         json.loads((next((tmp_path / "idx").rglob("manifest.json"))).read_text())
     fresh = IndexCatalog(store, cache_dir=tmp_path / "idx").get("g1", "fact")
     assert len(fresh) == 10
+
+
+def test_catalog_recipes_keep_separate_caches(store, tmp_path):
+    """The paper's BM25 text (the turn itself) and the default recipe (turn x2 + date + neighbours) get
+    separate cache folders; neither is ever served the other's index."""
+    from mnemis.ingest.embed_items import BM25_RECIPE
+
+    plain = EpisodeRecipe()
+    tuned = IndexCatalog(store, cache_dir=tmp_path / "idx", recipe=BM25_RECIPE)
+    paper = IndexCatalog(store, cache_dir=tmp_path / "idx", recipe=plain, bm25_params={"stem": False})
+    assert tuned.settings_key() != paper.settings_key()
+    a, b = tuned.get("g1", "episode"), paper.get("g1", "episode")
+    assert a.fingerprint != b.fingerprint and a.texts != b.texts
+    eps = store.episodes("g1")
+    assert b.texts == [e.content for e in eps]
+    folders = sorted(p.name for p in (tmp_path / "idx").glob("*/episode-*"))
+    assert len(folders) == 2
+    # a fresh catalog with either setting loads its own index from disk, with its own texts' BM25
+    again = IndexCatalog(store, cache_dir=tmp_path / "idx", recipe=BM25_RECIPE).get("g1", "episode")
+    assert again.fingerprint == a.fingerprint
+    assert again.bm25.search(["puppy"], 3)[1] == a.bm25.search(["puppy"], 3)[1]
+    back = IndexCatalog(store, cache_dir=tmp_path / "idx", recipe=plain, bm25_params={"stem": False})
+    assert back.get("g1", "episode").fingerprint == b.fingerprint
