@@ -25,13 +25,17 @@ from mnemis.prompts.resolve_entities import Resolutions
 from mnemis.prompts.select_nodes import NodeSelections, selection_schema
 
 # no reply schema: plain text, no worst case (every answer prompt runs in the "answer" stage)
+UNCAPPED_ROUND_CHECK = 200
 PLAIN_TEXT_STAGES = frozenset({"answer", "answer_paper", "answer_mem0"})
 
 
 def stage_reply_schemas(cfg: dict[str, Any]) -> dict[str, tuple[type[BaseModel], Any]]:
     """stage -> (the reply schema the stage sends at its largest, its configured ``max_tokens``)."""
     ing, hier, s2 = cfg["ingest"]["max_tokens"], cfg["hierarchy"], cfg["retrieval"]["system2"]
-    select = selection_schema(s2["max_candidates_per_prompt"]) if s2["constrain_ids"] else NodeSelections
+    # null = one prompt per round with every candidate (mode=paper): each request's schema is built from its
+    # own candidate count and its budget from that schema; the static check uses a large round of 200
+    per_prompt = s2["max_candidates_per_prompt"] or UNCAPPED_ROUND_CHECK
+    select = selection_schema(per_prompt) if s2["constrain_ids"] else NodeSelections
     return {
         "extract_entities": (ExtractedEntities, ing["extract_entities"]),
         "reflect_entities": (ExtractedEntities, ing["reflect_entities"]),
