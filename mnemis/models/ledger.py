@@ -1,4 +1,4 @@
-"""Per-stage cost ledger: calls, tokens, cache hits, failures, retries and wall time."""
+"""Per-stage cost ledger: calls, tokens, cache hits, failures, retries, truncated replies and wall time."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "failures", "retries", "wall_s")
+FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "failures", "retries", "truncated", "wall_s")
 
 
 @dataclass
@@ -22,6 +22,7 @@ class StageStats:
     cache_hits: int = 0
     failures: int = 0
     retries: int = 0
+    truncated: int = 0  # backend replies (attempts, retries included) cut at max_tokens (finish_reason "length")
     wall_s: float = 0.0
     batches: int = 0
 

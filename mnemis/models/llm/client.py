@@ -201,6 +201,7 @@ class LLM:
                 req = requests[i]
                 tokens[(req.stage, "prompt")] += comp.prompt_tokens
                 tokens[(req.stage, "completion")] += comp.completion_tokens
+                tokens[(req.stage, "truncated")] += int(comp.finish_reason == "length")
                 used[i][0] += comp.prompt_tokens
                 used[i][1] += comp.completion_tokens
                 if comp.error is not None:
@@ -287,6 +288,7 @@ class LLM:
                 stage,
                 calls=d["calls"], cache_hits=d["cache_hits"], failures=d["failures"],
                 retries=retries_by_stage[stage],
+                truncated=tokens[(stage, "truncated")],
                 prompt_tokens=tokens[(stage, "prompt")], completion_tokens=tokens[(stage, "completion")],
                 wall_s=wall * d["calls"] / n, batches=1,
             )
