@@ -4,8 +4,9 @@ Entities are referred to by their index in the episode's own (not yet resolved) 
 can be extracted for every episode in parallel, before resolution; the pipeline maps indices to
 resolved entities afterwards. Times are resolved against the current message's time ("now"): a date key
 with the absolute dates of "yesterday", "last week", ... is computed from it, since a small model otherwise
-dates "yesterday" to the message's own day. A relation equal to a format name (the model copying the
-instruction) fails validation and is retried with the error.
+dates "yesterday" to the message's own day. The relation is asked for as the verb of the fact's own
+sentence, with no example (a 1.5B model copied the format name, then example relations, onto unrelated
+facts); a relation equal to a format name fails validation and is retried with the error.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ MAX_FACTS = 8
 
 FACT_TASK = (
     "Task: list the facts the CURRENT message states between two different listed entities. "
-    "source/target: entity numbers; relation: the relation type of that fact in capitals joined by "
-    "underscores (e.g. LIVES_IN, WORKS_AT, ADOPTED); fact: one plain sentence; "
+    "source/target: entity numbers; relation: the verb of that fact's own sentence, in capitals joined by "
+    "underscores; fact: one plain sentence; "
     "valid_at/invalid_at: ISO dates (YYYY-MM-DD) when the fact starts/stops being true, or empty string "
     "if unknown. Date the event, not the message: use the date key for words like 'yesterday'."
 )
@@ -53,7 +54,7 @@ class ExtractedFact(BaseModel):
     source: int = Field(description="number of the source entity in the entity list")
     target: int = Field(description="number of the target entity in the entity list")
     relation: str = Field(json_schema_extra={"maxLength": 60},
-                          description="relation type in capitals joined by underscores, e.g. WORKS_AT")
+                          description="the verb of the fact sentence in capitals joined by underscores")
     fact: str = Field(json_schema_extra={"maxLength": 300},
                       description="the fact as one self-contained sentence")
     valid_at: str = Field("", json_schema_extra={"maxLength": 32},
@@ -66,8 +67,8 @@ class ExtractedFact(BaseModel):
     def _not_a_placeholder(cls, value: str) -> str:
         key = "_".join(value.replace("-", " ").replace("_", " ").split()).upper()
         if key in PLACEHOLDER_RELATIONS:
-            raise ValueError(f"relation {value!r} is a format name, not a relation: name what links the two "
-                             "entities in this fact, e.g. LIVES_IN or WORKS_AT")
+            raise ValueError(f"relation {value!r} is a format name, not a relation: use the verb of this fact's "
+                             "sentence, in capitals joined by underscores")
         return value
 
 
@@ -97,6 +98,7 @@ def render_reflect_facts(
     return [system(EXTRACTION_SYSTEM), user(body)]
 
 
-# v2: no format name in the relation instruction (copied as a relation), a date key for relative dates
-EXTRACT_FACTS = Prompt("extract_facts", "v2", render_extract_facts, ExtractedFacts)
-REFLECT_FACTS = Prompt("reflect_facts", "v2", render_reflect_facts, ExtractedFacts)
+# v2: no format name in the relation instruction (copied as a relation), a date key for relative dates;
+# v3: no example relations either (Qwen2.5-Coder-1.5B applied LIVES_IN / WORKS_AT to unrelated facts)
+EXTRACT_FACTS = Prompt("extract_facts", "v3", render_extract_facts, ExtractedFacts)
+REFLECT_FACTS = Prompt("reflect_facts", "v3", render_reflect_facts, ExtractedFacts)

@@ -38,7 +38,8 @@ def test_fact_prompts_carry_the_date_key_and_no_format_placeholder():
         assert "SCREAMING" not in text and "SCREAMING" not in json.dumps(ExtractedFacts.model_json_schema())
         # the numbered entity list still ends before the task lines
         assert text.split("Entities:\n", 1)[1].startswith("0. Caroline\n1. LGBTQ support group\n")
-    assert EXTRACT_FACTS.version == REFLECT_FACTS.version == "v2"
+        assert "LIVES_IN" not in text and "WORKS_AT" not in text  # examples were copied onto unrelated facts
+    assert EXTRACT_FACTS.version == REFLECT_FACTS.version == "v3"
 
 
 @pytest.mark.parametrize("relation", ["SCREAMING_SNAKE_CASE", "screaming snake case", "Relation_Type", "VERB"])
