@@ -5,12 +5,21 @@ export TRANSFORMERS_OFFLINE := 1
 export WANDB_MODE := offline
 export WANDB_ERROR_REPORTING := false
 
-.PHONY: setup run test clean-runs
+.PHONY: setup setup-cpu-small run-cpu-small run test clean-runs
 
 $(VENV)/.installed: pyproject.toml scripts/setup_env.sh
 	bash scripts/setup_env.sh $(VENV)
 
 setup: $(VENV)/.installed
+
+# Optional: the real 1.5B/0.5B instruction models for CPU quality runs (~1.6 GB download, dequantised once).
+$(VENV)/.installed-cpu-small: $(VENV)/.installed mnemis/models/split_gguf.py scripts/setup_cpu_small.sh
+	bash scripts/setup_cpu_small.sh $(VENV)
+
+setup-cpu-small: $(VENV)/.installed-cpu-small
+
+run-cpu-small: setup-cpu-small
+	nice -n 10 $(VENV)/bin/mnemis run experiment=cpu_small
 
 run: setup
 	$(VENV)/bin/mnemis run experiment=quickstart

@@ -1,4 +1,4 @@
-"""Per-stage cost ledger: calls, tokens, cache hits, failures, retries and wall time."""
+"""Per-stage cost ledger: calls, tokens, cache hits, failures, retries, truncated replies and wall time."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class StageStats:
     retries: int = 0
     wall_s: float = 0.0
     batches: int = 0
-    truncated: int = 0  # replies that stopped at max_tokens
+    truncated: int = 0  # replies that stopped at max_tokens (finish_reason "length")
     salvaged: int = 0  # broken replies of which only the complete items were kept
 
     def add(self, other: StageStats) -> None:

@@ -14,14 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mnemis.models.tiny import (
-    SMOLLM2,
-    dequantized_smollm2,
-    model_identity,
-    require_path,
-    resolve_local,
-    smollm2_gguf,
-)
+from mnemis.models.tiny import model_identity, packaged_model, require_path, resolve_local
 
 SYSTEM = ('Judge whether the Document meets the requirements based on the Query and the Instruct provided. '
           'Note that the answer can only be "yes" or "no".')
@@ -60,7 +53,7 @@ class CausalLMReranker:
     """P(yes) reranker over any causal LM (Qwen3-Reranker format).
 
     Args:
-        model: HF id, local folder, or ``smollm2-135m``.
+        model: HF id, local folder, or a model shipped on PyPI (``smollm2-135m``, ``qwen2.5-coder-0.5b``, ...).
         instruction: the ``<Instruct>`` task line.
         device, dtype: as for the embedders ("auto" = CUDA+bf16 when available).
         batch_size: pairs per forward pass.
@@ -74,9 +67,10 @@ class CausalLMReranker:
 
         from mnemis.models.embed import pick_device, pick_dtype
 
-        if model == SMOLLM2:
-            path = str(dequantized_smollm2())
-            self.model_id = "rerank:" + model_identity("smollm2-135m-instruct", smollm2_gguf())
+        packaged = packaged_model(model)
+        if packaged is not None:
+            path = str(packaged[0])
+            self.model_id = "rerank:" + packaged[1]
         else:
             require_path(model, "reranker model")
             path = model

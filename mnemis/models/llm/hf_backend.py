@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from mnemis.models.llm.base import Completion, LLMRequest
-from mnemis.models.tiny import SMOLLM2, model_identity, require_path, resolve_local, smollm2_gguf
+from mnemis.models.split_gguf import SPLIT_MODELS
+from mnemis.models.tiny import SMOLLM2, model_identity, packaged_model, require_path, resolve_local, smollm2_gguf
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ class HFBackend:
     """Chat generation with ``transformers`` (+ ``xgrammar`` logits processor for schemas).
 
     Args:
-        model: HF id, local folder or ``smollm2-135m``.
+        model: HF id, local folder, ``smollm2-135m`` or a split PyPI GGUF (``qwen2.5-coder-1.5b``, ...).
         gguf_file: GGUF file name inside ``model`` (set automatically for ``smollm2-135m``).
         device: "auto", "cpu", "cuda", ...
         dtype: "auto" (bf16 on CUDA, fp32 on CPU), "float32", "bfloat16", "float16".
@@ -43,6 +44,9 @@ class HFBackend:
             gguf = smollm2_gguf()
             path, gguf_file = str(gguf.parent), gguf.name
             self.model_id = model_identity("smollm2-135m-instruct", gguf)
+        elif model in SPLIT_MODELS:  # the dequantised folder (verified once; see mnemis.models.split_gguf)
+            folder, self.model_id = packaged_model(model)
+            path = str(folder)
         else:
             require_path(model, "HF model")
             path = model

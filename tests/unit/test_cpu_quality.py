@@ -1,0 +1,100 @@
+"""experiments/bench/cpu_quality.py: token F1, the ledger rates and the summary of a synthetic run dir;
+the cpu_small profile composes (real model, sliced so every question's evidence is inside)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from mnemis.config import compose, to_plain
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cq():
+    spec = importlib.util.spec_from_file_location("cpu_quality", REPO / "experiments" / "bench" / "cpu_quality.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["cpu_quality"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_token_f1(cq):
+    assert cq.token_f1("7 May 2023", "7 May 2023") == 1.0
+    assert cq.token_f1("The pottery class.", "pottery class") == 1.0  # articles and punctuation dropped
+    assert cq.token_f1("on 7 May", "7 May 2023") == pytest.approx(2 * (2 / 3) * (2 / 3) / (4 / 3))
+    assert cq.token_f1("Paris", "London") == 0.0 and cq.token_f1("", "") == 1.0 and cq.token_f1("", "x") == 0.0
+
+
+def test_f1_table_uses_audited_gold(cq):
+    rows = [{"method": "rag", "category": "temporal", "answer": "May 2023", "gold": "June", "audited_gold": "May 2023"},
+            {"method": "rag", "category": "single-hop", "answer": "x", "gold": "y"}]
+    t = cq.f1_table(rows)["rag"]
+    assert t["overall"] == {"f1": 0.5, "n": 2} and t["by_category"]["temporal"]["f1"] == 1.0
+
+
+def test_stage_rates_and_prompt_cost(cq):
+    ledger = {"stages": {
+        "extract_facts": {"calls": 10, "cache_hits": 2, "failures": 1, "retries": 2, "truncated": 5,
+                          "prompt_tokens": 12000, "completion_tokens": 900, "wall_s": 30.0, "batches": 3},
+        "answer": {"calls": 4, "cache_hits": 0, "failures": 0, "retries": 0, "prompt_tokens": 800,
+                   "completion_tokens": 40, "wall_s": 2.0, "batches": 1}}}
+    rates = cq.stage_rates(ledger)
+    assert rates["extract_facts"]["failure_rate"] == 0.1 and rates["extract_facts"]["retry_rate"] == 0.25
+    assert rates["extract_facts"]["truncation_rate"] == 0.5  # 5 of 8 sent + 2 retries
+    assert rates["answer"]["truncation_rate"] is None  # a ledger written before truncation was counted
+    cost = cq.prompt_cost(ledger, n_episodes=4)
+    assert cost["base_graph_prompt_tokens_per_episode"] == 3000 and cost["within_target"] is False
+
+
+def test_summarize_a_run_dir(cq, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({
+        "fidelity": "tuned", "methods": ["rag"], "llm": {"backend": {"model": "qwen2.5-coder-1.5b"}},
+        "dataset": {"slice": {"groups": ["conv-26"], "sessions": [1, 1]}}}))
+    (tmp_path / "build_summary.json").write_text(json.dumps({
+        "dataset": {"episodes": 18, "questions": 4, "warnings": {}},
+        "store_counts": {"conv-26": {"episodes": 18, "entities": 27, "facts": 36, "categories": 5}}}))
+    (tmp_path / "questions.jsonl").write_text(json.dumps(
+        {"method": "rag", "category": "temporal", "answer": "7 May 2023", "gold": "7 May 2023"}) + "\n")
+    (tmp_path / "metrics.json").write_text(json.dumps({"rag": {"answer_failures": 0, "judges": {"main": {"raw": {
+        "overall": {"correct": 1, "total": 1, "accuracy": 1.0, "ci": [1.0, 1.0]},
+        "by_category": {"temporal": {"correct": 1, "total": 1, "accuracy": 1.0}}, "separate": {},
+        "judge_failures": 0}}}}}))
+    (tmp_path / "recall.json").write_text(json.dumps(
+        {"rag": {"overall": {"direct": 0.5, "reachable": 0.5, "n": 1}, "temporal": {"direct": 0.5, "n": 1}}}))
+    (tmp_path / "ledger.json").write_text(json.dumps({"stages": {}, "total": {}}))
+    s = cq.summarize(tmp_path)
+    assert s["mode"] == "tuned" and s["model"] == "qwen2.5-coder-1.5b" and s["slice"]["sessions"] == [1, 1]
+    assert s["memory"]["entities_per_episode"] == 1.5 and s["memory"]["facts_per_episode"] == 2.0
+    assert s["accuracy"]["rag"]["temporal"]["accuracy"] == 1.0 and s["token_f1"]["rag"]["overall"]["f1"] == 1.0
+    assert s["evidence_recall"]["rag"]["direct"] == 0.5 and s["judge_leniency"] is None
+    both = {"tuned": s, "paper": {**s, "accuracy": {"rag": {"overall": {"accuracy": 0.0}}}}}
+    assert cq.compare(both)["rag"]["accuracy_delta"] == -1.0
+
+
+def test_cpu_small_profile_composes():
+    plain = to_plain(compose(["experiment=cpu_small"]))
+    assert plain["llm"]["backend"]["model"] == "qwen2.5-coder-1.5b"
+    assert plain["methods"] == ["mnemis", "rag", "full_context", "mem0"]
+    assert plain["dataset"]["slice"] == {**plain["dataset"]["slice"], "groups": ["conv-26"], "sessions": [1, 2]}
+    assert to_plain(compose(["experiment=cpu_small", "mode=paper"]))["fidelity"] == "paper"
+    small = to_plain(compose(["experiment=cpu_small", "llm=qwen25_coder_0_5b_vllm_cpu"]))
+    assert small["llm"]["backend"]["model"] == "qwen2.5-coder-0.5b"
+
+
+def test_cpu_small_slice_keeps_only_questions_with_evidence_inside():
+    data_path = REPO.parent / "shared" / "data" / "locomo10.json"
+    if not data_path.exists():
+        pytest.skip("LoCoMo not available next to the checkout")
+    from mnemis.data.load import load_dataset
+
+    d = load_dataset("locomo", str(data_path), groups=["conv-26"], sessions=[1, 2])
+    ids = {e.id for e in d.episodes}
+    assert len(d.episodes) == 35 and len(d.questions) == 20
+    assert all(q.evidence and set(q.evidence) <= ids for q in d.questions)
+    assert len({q.category for q in d.questions}) == 5
