@@ -17,6 +17,7 @@ leaves a file behind under the final name.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import logging
 import os
@@ -202,7 +203,7 @@ def _read_url(url: str) -> bytes:
                 if length and total * 10 // int(length) > step:
                     step = total * 10 // int(length)
                     log.info("%s: %d/%s bytes", url, total, length)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         raise DataError(url, f"download failed: {exc}") from None
     data = b"".join(chunks)
     if length is not None and len(data) != int(length):
