@@ -289,6 +289,9 @@ def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None =
         elif offline:
             rows.append(Check(name, "FAIL", f"{n.model}@{n.revision} weights missing and the hub is offline "
                               "(HF_HUB_OFFLINE=1): run `mnemis models fetch <overrides>` with network, or unset it"))
+        elif online and s.source != "hub metadata":
+            rows.append(Check(name, "FAIL", f"{n.model}@{n.revision} not downloaded and the hub does not answer "
+                              "for it (a typo, a private model without a token, or no network)"))
         else:
             rows.append(Check(name, "warn", f"{n.model}@{n.revision} not downloaded ({_gib(s.size)}); fetched on "
                               "first use, or now with `mnemis models fetch <overrides>`"))

@@ -54,3 +54,17 @@ def test_eval_on_a_memory_never_built_names_the_build(tmp_path, locomo_path):
     assert not (tmp_path / "artifacts").exists() or not any((tmp_path / "artifacts").rglob("*.sqlite*"))
     prov = json.loads((tmp_path / "run" / "provenance.json").read_text())
     assert {"git", "versions", "cpu", "cuda", "gpus"} <= set(prov) and "torch" in prov["versions"]
+
+
+def test_jsonl_tracker_follows_the_build(tmp_path, locomo_path):
+    res = _mnemis(tmp_path, "build", "experiment=quickstart", "llm=schema_fake", "embedder=hashing",
+                  "reranker=cosine", "methods=[mnemis]", "tracker=jsonl", "tracker.run_name=b1", "tracker.group=g",
+                  f"paths.artifacts_dir={tmp_path}/artifacts", f"paths.cache_dir={tmp_path}/c",
+                  f"paths.shared_data_dir={locomo_path.parent}", f"hydra.run.dir={tmp_path}/run")
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "tracker.jsonl").read_text().splitlines()]
+    assert rows[0]["event"] == "config" and rows[-1]["event"] == "finish" and rows[0]["run_name"] == "b1"
+    keys = {k for r in rows if r["event"] == "metrics" for k in r["metrics"]}
+    assert any(k.startswith("progress/extract_entities/") for k in keys)  # stage progress during the build
+    assert any(k.startswith("build/ledger/stages/extract_entities/") for k in keys)  # and the ledger after it
+    assert "extract_entities 18/18 (100%)" in res.stdout + res.stderr  # the plain progress line (no TTY)

@@ -136,3 +136,17 @@ def test_models_list_and_fetch_with_a_mocked_hub(monkeypatch, capsys):
 @pytest.mark.parametrize("args", [["models"], ["models", "nope"]])
 def test_models_usage(args):
     assert doctor.models_command(args[1:]) == 2
+
+
+def test_online_doctor_tells_fetchable_from_unknown_and_plans_the_gpu(monkeypatch):
+    plain, launcher = compose_for_checks(["experiment=paper_locomo_k10"])
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(doctor, "local_snapshot", lambda need: None)
+    monkeypatch.setattr(doctor, "hub_metadata", lambda need: (None, None) if "Reranker" in need.model
+                        else (16 * GIB, 8_000_000_000))
+    monkeypatch.setattr(doctor, "gpu_info", lambda: ("NVIDIA H100 80GB HBM3", 80.0 * GIB))
+    rows = {r.name: r for r in doctor.checks(plain, launcher, online=True)}
+    assert rows["model llm"].status == "warn" and "fetched on first use" in rows["model llm"].detail
+    assert rows["model reranker"].status == "FAIL" and "does not answer" in rows["model reranker"].detail
+    gpu = rows["gpu memory"]
+    assert gpu.status == "FAIL" and "H100" in gpu.detail and "llm.backend.gpu_memory_utilization=0." in gpu.detail
