@@ -7,8 +7,9 @@ writable dirs. A row with status ``FAIL`` blocks a run (``mnemis run`` stops bef
 
 The GPU memory plan (per GPU, no model loaded): vLLM takes ``gpu_memory_utilization`` x the card's
 memory; the embedder and reranker run in the same process beside it and take parameters x bytes of
-their dtype, plus activations of about ``batch_size x max_length x hidden x 8 x bytes`` each, plus
-``CUDA_CONTEXT_GIB`` per process. The suggested ``gpu_memory_utilization`` leaves exactly that room.
+their dtype, plus activations of at most ``batch_size x max_length x hidden x 8 x bytes`` each (a worst
+case), plus ``CUDA_CONTEXT_GIB`` per process. Verdict: FAIL when the weights alone overflow the card, warn
+when only the worst-case activations do; the suggested ``gpu_memory_utilization`` leaves room for all.
 """
 
 from __future__ import annotations
@@ -214,6 +215,7 @@ def memory_plan(statuses: Sequence[ModelStatus], total: float) -> tuple[str, str
     """(status, detail, suggested gpu_memory_utilization) for one GPU of ``total`` bytes."""
     share = next((s.need.vllm_share for s in statuses if s.need.vllm_share is not None), 0.0) or 0.0
     side = CUDA_CONTEXT_GIB * GIB
+    weights_only = side
     parts = []
     for s in statuses:
         if s.need.vllm_share is not None or s.need.kind in ("remote", "none") or s.need.device == "cpu":
@@ -223,6 +225,7 @@ def memory_plan(statuses: Sequence[ModelStatus], total: float) -> tuple[str, str
         hidden = s.hidden or (4096 if (s.params or 0) > 2e9 else 1024)
         act = (s.need.batch_size or 1) * (s.need.max_length or 512) * hidden * 8 * b
         side += weights + act
+        weights_only += weights
         parts.append(f"{s.need.role} {_gib(weights)} weights + {_gib(act)} activations")
     need = share * total + side
     suggested = max(0.0, min(0.95, int((total - side) / total * 100) / 100))
@@ -230,8 +233,10 @@ def memory_plan(statuses: Sequence[ModelStatus], total: float) -> tuple[str, str
               + f"; CUDA context {CUDA_CONTEXT_GIB:.0f} GiB -> {_gib(need)} of {_gib(total)}")
     if need <= total:
         return "ok", detail + f" (gpu_memory_utilization up to {suggested:.2f} fits)", suggested
-    fix = f"llm.backend.gpu_memory_utilization={suggested:.2f}"
-    return "FAIL", detail + f": lower gpu_memory_utilization to {suggested:.2f} ({fix})", suggested
+    fix = f"lower gpu_memory_utilization to {suggested:.2f} (llm.backend.gpu_memory_utilization={suggested:.2f})"
+    if share * total + weights_only > total:  # the weights alone do not fit: an out-of-memory error for sure
+        return "FAIL", detail + f": the weights alone need {_gib(share * total + weights_only)}; {fix}", suggested
+    return "warn", detail + f": fits without the worst-case activations; to be safe, {fix}", suggested
 
 
 def _writable(path: Path) -> bool:

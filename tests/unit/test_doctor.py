@@ -62,6 +62,8 @@ def test_memory_plan_verdict_and_suggestion():
     assert suggested == int((80 * GIB - side) / (80 * GIB) * 100) / 100
     status, _, fits = memory_plan([llm, rer], 200 * GIB)
     assert status == "ok" and 0.85 < fits <= 0.95
+    status, detail, _ = memory_plan([llm, rer], 110 * GIB)  # the weights fit, the worst-case activations do not
+    assert status == "warn" and "to be safe" in detail
 
 
 def test_doctor_on_a_cpu_machine_names_the_missing_gpu_and_weights(monkeypatch, capsys):
