@@ -30,6 +30,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mirror", default=None, help="MNEMIS_DATA_MIRROR for the data fetch (default: upstream)")
     ap.add_argument("--out", default="experiments/results/quickstart_lines.json")
+    ap.add_argument("overrides", nargs="*", help="extra overrides, e.g. llm.backend.gpu_memory_utilization=0.08 "
+                    "on a machine short of free memory (they change no log line)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="mnemis-quickstart-") as tmp:
         clone = Path(tmp) / "repo"
@@ -41,7 +43,7 @@ def main() -> None:
             env["MNEMIS_DATA_MIRROR"] = args.mirror
         t0 = time.time()
         res = subprocess.run([sys.executable, "-m", "mnemis.cli", "run", "experiment=quickstart",
-                              f"paths.cache_dir={tmp}/cache"], cwd=clone, env=env, stdout=subprocess.PIPE,
+                              f"paths.cache_dir={tmp}/cache", *args.overrides], cwd=clone, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
         wall = time.time() - t0
     lines = res.stdout.splitlines()  # stdout and stderr merged, in order
@@ -54,7 +56,7 @@ def main() -> None:
         "lines_before_report": len(before), "progress_lines": len(progress),
         "lines_before_report_without_progress": len(before) - len(progress), "budget": BUDGET,
         "within_budget": len(before) - len(progress) <= BUDGET, "load_average": os.getloadavg(),
-        "mirror": args.mirror, "lines": before,
+        "mirror": args.mirror, "overrides": args.overrides, "lines": before,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
