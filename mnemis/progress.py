@@ -19,6 +19,7 @@ log = logging.getLogger("mnemis.progress")
 T = TypeVar("T")
 Listener = Callable[[str, int, int, float], None]
 _LISTENERS: list[Listener] = []
+LONG_BATCH = 2048  # items from which an encoder/reranker call reports its progress (LLM batches: from 2)
 
 
 def add_listener(fn: Listener) -> None:
