@@ -67,7 +67,8 @@ class Progress:
             self._bar.update(n)
             return
         pct = 100.0 * self.done / self.total if self.total else 100.0
-        if self.done >= self.total or pct - self._last_pct >= self.every_pct or now - self._last_t >= self.every_s:
+        if n and (self.done >= self.total or pct - self._last_pct >= self.every_pct
+                  or now - self._last_t >= self.every_s):
             self._last_pct, self._last_t = pct, now
             self.emit(format_line(self.stage, self.done, self.total, elapsed))
 
