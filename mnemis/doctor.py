@@ -385,7 +385,8 @@ def models_command(args: Sequence[str]) -> int:
             here = "present" if s.present else "missing"
             where = {"remote": "remote endpoint", "none": "no weights"}.get(n.kind, here)
             params = f"{s.params / 1e9:.2f}B params" if s.params else "params unknown"
-            print(f"{n.role:10s} {n.model or '-':34s} rev {n.revision:8s} {_gib(s.size):>11s}  {params:18s} "
+            rev = n.revision if n.kind == "hub" else "-"
+            print(f"{n.role:10s} {n.model or '-':34s} rev {rev:8s} {_gib(s.size):>11s}  {params:18s} "
                   f"{where} [{n.kind}; sizes from {s.source}]")
         return 0
     missing = [s.need for s in statuses if s.need.kind == "hub" and not s.present]
