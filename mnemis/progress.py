@@ -1,7 +1,8 @@
 """Progress of long stages: counts, rate and ETA.
 
 On a TTY a tqdm bar (stderr). Elsewhere (SLURM logs, pipes) one plain log line each time another
-``every_pct`` percent is done or ``every_s`` seconds have passed, e.g.
+``every_pct`` percent is done (at most one per ``min_gap_s``) or ``every_s`` seconds have passed, and at
+the end, e.g.
 ``extract_facts 18,432/35,120 (52%) 41.2/s ETA 0:06:45``. Listeners (the experiment tracker) get every
 update as ``(stage, done, total, elapsed_s)``.
 """
@@ -43,10 +44,10 @@ class Progress:
     """Counts of one stage. Use as a context manager; ``update(n)`` after each item or chunk."""
 
     def __init__(self, stage: str, total: int, *, tty: bool | None = None, every_pct: float = 5.0,
-                 every_s: float = 60.0, clock: Callable[[], float] = time.monotonic,
+                 every_s: float = 60.0, min_gap_s: float = 5.0, clock: Callable[[], float] = time.monotonic,
                  emit: Callable[[str], None] | None = None) -> None:
         self.stage, self.total, self.done = stage, int(total), 0
-        self.every_pct, self.every_s, self.clock = every_pct, every_s, clock
+        self.every_pct, self.every_s, self.min_gap_s, self.clock = every_pct, every_s, min_gap_s, clock
         self.emit = emit or (lambda line: log.info("%s", line))
         self.t0 = self._last_t = clock()
         self._last_pct = 0.0
@@ -67,8 +68,9 @@ class Progress:
             self._bar.update(n)
             return
         pct = 100.0 * self.done / self.total if self.total else 100.0
-        if n and (self.done >= self.total or pct - self._last_pct >= self.every_pct
-                  or now - self._last_t >= self.every_s):
+        since = now - self._last_t
+        if n and (self.done >= self.total or (pct - self._last_pct >= self.every_pct and since >= self.min_gap_s)
+                  or since >= self.every_s):
             self._last_pct, self._last_t = pct, now
             self.emit(format_line(self.stage, self.done, self.total, elapsed))
 

@@ -29,6 +29,15 @@ def test_plain_lines_every_few_percent_with_rate_and_eta():
     assert lines[-1].startswith("extract_facts 200/200 (100%)") and lines[-1].endswith("ETA 0:00:00")
 
 
+def test_a_fast_stage_prints_only_its_last_line():
+    clock, lines = Clock(), []
+    with progress.Progress("resolve facts", 18, tty=False, clock=clock, emit=lines.append) as p:
+        for _ in range(18):
+            clock.t += 0.05
+            p.update(1)
+    assert lines == ["resolve facts 18/18 (100%) 20.0/s ETA 0:00:00"]
+
+
 def test_a_line_every_interval_even_when_slow():
     clock, lines = Clock(), []
     p = progress.Progress("answer", 10_000, tty=False, every_pct=50, every_s=60, clock=clock, emit=lines.append)
