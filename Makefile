@@ -2,7 +2,6 @@
 VENV ?= .venv
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
-export WANDB_MODE := offline
 export WANDB_ERROR_REPORTING := false
 
 .PHONY: setup setup-cpu-small run-cpu-small run test clean-runs

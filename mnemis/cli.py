@@ -1,4 +1,4 @@
-"""``mnemis build|eval|run|report [hydra overrides]`` — the only entry point that reads config trees."""
+"""``mnemis <command> [hydra overrides]`` — the only entry point that reads config trees."""
 
 from __future__ import annotations
 
@@ -6,14 +6,29 @@ import logging
 import os
 import sys
 
-COMMANDS = ("build", "eval", "run", "report", "merge")
+HYDRA_COMMANDS = ("build", "eval", "run", "report")
+COMMANDS = (*HYDRA_COMMANDS, "merge", "data", "models", "doctor")
 USAGE = (
-    "usage: mnemis {build,eval,run,report,merge} [key=value ...] [-m for a multirun sweep]\n"
-    "  build   ingest the dataset into a memory (store, base graph, hierarchy)\n"
-    "  eval    retrieve, answer, judge and score on a built memory\n"
-    "  run     build (reused when present) then eval: the main job\n"
-    "  report  regenerate the report of a run directory: mnemis report run_dir=runs/...\n"
-    "  merge   combine shard run dirs: mnemis merge runs=[dir1,dir2,...] out=dir\n"
+    "usage: mnemis <command> [key=value ...] [-m for a multirun sweep]\n"
+    "\n"
+    "commands:\n"
+    "  data     fetch the benchmark files: mnemis data fetch [locomo|locomo_audit|judge_stress|longmemeval_s|all]\n"
+    "  models   list or download the model weights a config needs: mnemis models list|fetch experiment=...\n"
+    "  doctor   check data, weights, GPU memory, launcher plugins and dirs: mnemis doctor experiment=...\n"
+    "  build    ingest the dataset into a memory (store, base graph, hierarchy)\n"
+    "  eval     retrieve, answer, judge and score on a built memory\n"
+    "  run      doctor's checks, build (reused when present), then eval: the main job\n"
+    "  report   regenerate the report of a run directory: mnemis report run_dir=runs/...\n"
+    "  merge    combine shard run dirs: mnemis merge runs=[dir1,dir2,...] out=dir\n"
+    "\n"
+    "examples:\n"
+    "  mnemis run experiment=quickstart                    # CPU, tiny models, about 7 minutes\n"
+    "  mnemis doctor experiment=paper_locomo_k10           # before a GPU run\n"
+    "  mnemis run experiment=paper_locomo_k10 retrieval.k=30\n"
+    "  mnemis run --help                                   # config groups and their options\n"
+    "  mnemis run experiment=quickstart --cfg job -p retrieval   # print the composed config\n"
+    "\n"
+    "options: --version, -h/--help; verbose=true shows third-party library logs\n"
 )
 
 
@@ -29,49 +44,90 @@ def _hydra_main() -> None:
 
         from mnemis.data.errors import DataError
         from mnemis.jobs import run_command
+        from mnemis.logs import quiet_third_party
+        from mnemis.provenance import write_provenance
         from mnemis.store import StoreError
 
+        quiet_third_party(bool(cfg.get("verbose", False)))
+        if cfg.get("hub_offline"):
+            os.environ["HF_HUB_OFFLINE"] = "1"
+        if cfg.command in ("run", "build") and cfg.get("preflight", True):
+            _preflight(cfg, HydraConfig.get().launcher.get("_target_"))
+        out = HydraConfig.get().runtime.output_dir
+        if cfg.command != "report":
+            write_provenance(out)
         try:
-            run_command(cfg, output_dir=HydraConfig.get().runtime.output_dir)
+            run_command(cfg, output_dir=out)
         except (DataError, StoreError) as exc:
             raise SystemExit(f"mnemis {cfg.command}: {exc}") from None
 
     _main()
 
 
+def _preflight(cfg: object, launcher: str | None) -> None:
+    """``mnemis doctor``'s checks (no hub calls); stop before the build when one blocks."""
+    from mnemis.config import to_plain
+    from mnemis.doctor import preflight, print_table
+
+    blocking = preflight(to_plain(cfg), launcher)
+    if blocking:
+        print_table(blocking, sys.stderr)
+        raise SystemExit(f"mnemis {cfg.command}: {len(blocking)} check(s) failed before the build; "  # type: ignore[attr-defined]
+                         "`mnemis doctor <same overrides>` prints every check (preflight=false skips them)")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("--version", "-V"):
+        from mnemis import __version__
+
+        print(f"mnemis {__version__}")
+        return
     if not args or args[0] in ("-h", "--help") or args[0] not in COMMANDS:
+        if args and args[0] not in ("-h", "--help"):
+            sys.stderr.write(f"mnemis: unknown command {args[0]!r}\n\n")
         sys.stderr.write(USAGE)
         raise SystemExit(0 if args and args[0] in ("-h", "--help") else 2)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("WANDB_MODE", "offline")
+    # The HF hub is online unless the user (or the Makefile / CI) sets HF_HUB_OFFLINE=1 or hub_offline=true.
+    # W&B runs offline unless tracker.mode=online (the tracker passes the mode to wandb.init).
     os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     command, rest = args[0], args[1:]
+    if command not in HYDRA_COMMANDS:  # Hydra sets up logging for its own commands
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if command == "merge":
         from mnemis.scale.merge import merge_command
 
         merge_command(rest)
         return
+    if command == "data":
+        from mnemis.data.sources import data_command
+
+        raise SystemExit(data_command(rest))
+    if command in ("models", "doctor"):
+        from mnemis.doctor import doctor_command, models_command
+
+        raise SystemExit(models_command(rest) if command == "models" else doctor_command(rest))
     flags, overrides = _split(rest)
-    sys.argv = [sys.argv[0], *flags, f"command={command}", *overrides]
+    sys.argv = ["mnemis", f"command={command}", *overrides, *flags]
     _hydra_main()
 
 
 _VALUED_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                  "--config-dir", "-cd", "--experimental-rerun"}
+_INFO_CHOICES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
 
 
 def _split(args: list[str]) -> tuple[list[str], list[str]]:
-    """Hydra's flags (``-m``, ``--cfg job`` ...) first, then the overrides: argparse wants them apart."""
+    """Hydra's flags (``-m``, ``--cfg job``, ``--info [what]`` ...) apart from the overrides: argparse wants
+    the overrides first, and a flag with an optional value (``--info``) last so it takes no override."""
     flags, overrides, i = [], [], 0
     while i < len(args):
         a = args[i]
         if a.startswith("-"):
             flags.append(a)
-            if a in _VALUED_FLAGS and i + 1 < len(args):
-                flags.append(args[i + 1])
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            if nxt is not None and (a in _VALUED_FLAGS or (a in ("--info", "-i") and nxt in _INFO_CHOICES)):
+                flags.append(nxt)
                 i += 1
         else:
             overrides.append(a)

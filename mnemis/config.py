@@ -54,3 +54,17 @@ def compose(overrides: list[str] | None = None, config_name: str = "config") -> 
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+
+
+def compose_for_checks(overrides: list[str]) -> tuple[dict[str, Any], str | None]:
+    """The composed config as plain values plus the Hydra launcher's ``_target_`` (``mnemis doctor``)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf, open_dict
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+    launcher = OmegaConf.select(cfg, "hydra.launcher._target_")
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return OmegaConf.to_container(cfg, resolve=True), launcher

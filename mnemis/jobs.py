@@ -18,6 +18,7 @@ from typing import Any
 
 from mnemis.config import build, config_hash, drop_fields, to_plain
 from mnemis.data.load import load_dataset
+from mnemis.data.sources import SOURCES, DataDirs, side_file
 from mnemis.roles import check_roles, judge_specs, roles_summary, run_seeds
 from mnemis.scale.shard import restrict_dataset, sharded_address
 from mnemis.store import GraphStore
@@ -58,7 +59,8 @@ def load_configured_dataset(plain: dict[str, Any]) -> Dataset:
     ds = plain["dataset"]
     sl = ds.get("slice") or {}
     data = load_dataset(
-        ds["name"], ds.get("path"), download=bool(ds.get("download", False)), groups=sl.get("groups"),
+        ds["name"], ds.get("path"), download=bool(ds.get("download", True)), groups=sl.get("groups"),
+        data_dirs=DataDirs.from_paths(plain.get("paths")),
         max_groups=sl.get("max_groups"), sessions=sl.get("sessions"), max_questions=sl.get("max_questions"),
         categories=sl.get("categories"),
     )
@@ -217,7 +219,20 @@ def _build_graph(plain: dict[str, Any], store: GraphStore, data: Dataset, models
     return stages
 
 
-def run_eval(plain: dict[str, Any], out: Path, models: Models) -> dict[str, Any]:
+def require_built(plain: dict[str, Any], path: Path, methods: Sequence[str]) -> None:
+    """``mnemis eval`` needs a built memory: a clear error naming its address and the build command."""
+    missing = "" if path.exists() else "no memory"
+    if not missing and GRAPH_METHODS & set(methods):
+        with GraphStore(path) as store:
+            if store.get_meta("built:hierarchy") is None:
+                missing = "an unfinished memory (no hierarchy)"
+    if missing:
+        raise SystemExit(
+            f"mnemis eval: {missing} at {path.parent} (build address {build_address(plain)}). Build it first with "
+            "`mnemis build <the same overrides>`, or use `mnemis run`, which builds and then evaluates.")
+
+
+def run_eval(plain: dict[str, Any], out: Path, models: Models, tracker: Any = None) -> dict[str, Any]:
     """Every configured method on the built memory: retrieve, answer, judge; then metrics and report."""
     from mnemis.eval.harness import evaluate_method, finalize_run
     from mnemis.eval.tracking import make_tracker
@@ -234,9 +249,15 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models) -> dict[str, Any]
         raise SystemExit(f"mnemis {plain['command']}: the dataset slice has no questions (a question is kept only "
                          "when all its evidence lies inside the slice); widen dataset.slice")
     path = artifact_dir(plain) / plain["store"]["filename"]
-    tracker = make_tracker(plain.get("tracker"), dir=str(out))
-    tracker.log_config(plain)
-    audit = judge_cfg.get("audit_path") if judge_cfg.get("audit") and data.name == "locomo" else False
+    if plain.get("command") == "eval":
+        require_built(plain, path, methods)
+    own_tracker = tracker is None
+    if own_tracker:
+        tracker = make_tracker(plain.get("tracker"), dir=str(out))
+        tracker.log_config(plain)
+    dirs = DataDirs.from_paths(plain.get("paths"))
+    audit = judge_cfg.get("audit") and data.name == "locomo" and (
+        judge_cfg.get("audit_path") or side_file("locomo_audit", dirs))
     if audit and not Path(audit).exists():
         audit = False
     timings: dict[str, float] = {}
@@ -262,7 +283,9 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models) -> dict[str, Any]
     roles["answer_prompts"] = {m: answer_prompt_for(answer_cfg, m).key for m in methods}
     roles["seeds"] = seeds
     _write(out / "roles.json", roles)
-    len_cfg = judge_cfg.get("leniency") or {}
+    len_cfg = dict(judge_cfg.get("leniency") or {})
+    if len_cfg.get("enabled") and data.name == "locomo" and not len_cfg.get("path"):
+        len_cfg["path"] = side_file("judge_stress", dirs) or dirs.home / SOURCES["judge_stress"].filename
     boot = judge_cfg.get("bootstrap") or {}
     metrics = finalize_run(
         out, ledger=models.ledger(), leniency_judges=judges if len_cfg.get("enabled") and data.name == "locomo" else None,
@@ -271,7 +294,8 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models) -> dict[str, Any]
         n_boot=int(boot.get("n_boot", 1000)), seed=int(boot.get("seed", 0)), tracker=tracker,
         headline=roles["headline_judge"],
     )
-    tracker.finish()
+    if own_tracker:
+        tracker.finish()
     return {"metrics": metrics, "timings": timings, "report": str(out / "report.md")}
 
 
@@ -365,12 +389,25 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     models = Models(cfg, plain)
     result: dict[str, Any] = {"command": command, "output_dir": str(out)}
     models.reset_ledgers()
-    if command in ("build", "run"):
-        result["build"] = run_build(plain, out, models if plain.get("llm") else None)
-    if command in ("eval", "run"):
-        result["eval"] = run_eval(plain, out, models)
-    elif models.built("llm"):
-        models.ledger().save(out / "ledger.json")
+    from mnemis import progress
+    from mnemis.eval.tracking import log_ledger, make_tracker, watch_progress
+
+    tracker = make_tracker(plain.get("tracker"), dir=str(out))  # one run per job: build and eval
+    tracker.log_config(plain)
+    listener = watch_progress(tracker)
+    try:
+        if command in ("build", "run"):
+            result["build"] = run_build(plain, out, models if plain.get("llm") else None)
+            if models.built("llm"):
+                log_ledger(tracker, "build", models.ledger())
+        if command in ("eval", "run"):
+            result["eval"] = run_eval(plain, out, models, tracker=tracker)
+            log_ledger(tracker, "eval", models.ledger())
+        elif models.built("llm"):
+            models.ledger().save(out / "ledger.json")
+    finally:
+        progress.remove_listener(listener)
+        tracker.finish()
     print_summary(result)
     print(f"outputs: {out}")
     return result

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from mnemis.data.errors import DataError
 from mnemis.data.slicing import slice_dataset
+from mnemis.data.sources import DataDirs
 from mnemis.types import Dataset
 
 
@@ -13,7 +14,8 @@ def load_dataset(
     name: str,
     path: str | None = None,
     *,
-    download: bool = False,
+    download: bool = True,
+    data_dirs: DataDirs | None = None,
     groups: Sequence[str] | None = None,
     max_groups: int | None = None,
     sessions: Sequence[int] | None = None,
@@ -23,13 +25,11 @@ def load_dataset(
     if name == "locomo":
         from mnemis.data.locomo import load_locomo
 
-        data = load_locomo(path)
+        data = load_locomo(path, dirs=data_dirs)
     elif name == "longmemeval":
         from mnemis.data.longmemeval import load_longmemeval
 
-        if not path:
-            raise DataError("dataset.path", "LongMemEval needs a path to the official JSON file")
-        data = load_longmemeval(path, download=download)
+        data = load_longmemeval(path, download=download, dirs=data_dirs)
     else:
         raise DataError("dataset.name", f"unknown dataset {name!r} (known: locomo, longmemeval)")
     return slice_dataset(

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.data.errors import DataError, require
-from mnemis.data.shared import shared_data_file
+from mnemis.data.sources import DataDirs, locate
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -24,9 +24,9 @@ _EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 
 
-def default_locomo_path() -> Path:
-    """``../shared/data/locomo10.json`` next to the repository checkout."""
-    return shared_data_file("locomo10.json")
+def default_locomo_path(dirs: DataDirs | None = None, *, fetch_missing: bool = False) -> Path:
+    """``locomo10.json`` in the data dirs (``mnemis.data.sources``), fetched when asked and missing."""
+    return locate("locomo", dirs, fetch_missing=fetch_missing)
 
 
 def normalize_evidence(raw: list[Any] | None) -> list[tuple[int, int]]:
@@ -60,11 +60,16 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def load_locomo(path: str | Path | None = None, *, verify_checksum: bool = True) -> Dataset:
-    """Load LoCoMo into episodes and questions; raises ``DataError`` naming the file and item on bad input."""
-    file = Path(path) if path else default_locomo_path()
+def load_locomo(path: str | Path | None = None, *, verify_checksum: bool = True,
+                dirs: DataDirs | None = None) -> Dataset:
+    """Load LoCoMo into episodes and questions; raises ``DataError`` naming the file and item on bad input.
+
+    ``path`` None: the pinned file from the data dirs, fetched on first use (``mnemis data fetch locomo``).
+    """
+    file = Path(path) if path else default_locomo_path(dirs, fetch_missing=True)
     if not file.exists():
-        raise DataError(str(file), "LoCoMo file not found (expected ../shared/data/locomo10.json or dataset.path=...)")
+        raise DataError(str(file), "LoCoMo file not found (leave dataset.path unset to use the pinned file: "
+                        "mnemis data fetch locomo)")
     warnings: dict[str, int] = {}
     if verify_checksum and file_sha256(file) != LOCOMO_SHA256:
         log.warning("%s: sha256 differs from the published locomo10.json; loading anyway", file)

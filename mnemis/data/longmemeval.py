@@ -9,38 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.data.errors import DataError, require
+from mnemis.data.sources import DataDirs, locate
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
 
-HF_REPO = "xiaowu0162/longmemeval"
-HF_FILES = {"s": "longmemeval_s", "m": "longmemeval_m", "oracle": "longmemeval_oracle"}
 DATE_FORMATS = ("%Y/%m/%d (%a) %H:%M", "%Y/%m/%d %H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S")
 TURN_SPACING = timedelta(seconds=30)
 
 
 def _where_to_get(path: Path) -> str:
     return (
-        f"LongMemEval file {path} not found. Get it from the Hugging Face dataset `{HF_REPO}` "
-        f"(file `longmemeval_s`, or the cleaned `longmemeval_s_cleaned.json`), put it there or set "
-        "dataset.path=..., or set dataset.download=true on a machine with network access."
+        f"LongMemEval file {path} not found. Leave dataset.path unset to use the cleaned LongMemEval-S "
+        "(`mnemis data fetch longmemeval_s`, from the Hugging Face dataset xiaowu0162/longmemeval-cleaned), "
+        "or put the file there."
     )
-
-
-def download_longmemeval(dest: Path, variant: str = "s") -> Path:
-    """Fetch the official file with huggingface_hub (needs network); returns the local path."""
-    from huggingface_hub import hf_hub_download  # network only on request
-
-    name = HF_FILES[variant]
-    for candidate in (f"{name}_cleaned.json", name, f"{name}.json"):
-        try:
-            got = hf_hub_download(HF_REPO, candidate, repo_type="dataset", local_dir=dest.parent)
-        except Exception as exc:  # try the next published name
-            log.info("download of %s failed: %s", candidate, exc)
-            continue
-        Path(got).replace(dest)
-        return dest
-    raise DataError(str(dest), f"could not download LongMemEval ({variant}) from {HF_REPO}")
 
 
 def parse_lme_date(text: Any, where: str) -> datetime:
@@ -54,13 +37,15 @@ def parse_lme_date(text: Any, where: str) -> datetime:
     raise DataError(where, f"unparseable date {text!r} (expected like '2023/05/20 (Sat) 02:21')")
 
 
-def load_longmemeval(path: str | Path, *, download: bool = False, variant: str = "s") -> Dataset:
-    """Load LongMemEval; every question instance is its own group (its haystack is its memory)."""
-    file = Path(path)
+def load_longmemeval(path: str | Path | None = None, *, download: bool = True,
+                     dirs: DataDirs | None = None) -> Dataset:
+    """Load LongMemEval; every question instance is its own group (its haystack is its memory).
+
+    ``path`` None: the cleaned LongMemEval-S from the data dirs, fetched on first use when ``download``.
+    """
+    file = Path(path) if path else locate("longmemeval_s", dirs, fetch_missing=download)
     if not file.exists():
-        if not download:
-            raise DataError(str(file), _where_to_get(file))
-        download_longmemeval(file, variant)
+        raise DataError(str(file), _where_to_get(file))
     try:
         raw = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

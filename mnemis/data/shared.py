@@ -1,4 +1,4 @@
-"""Files in ``../shared/data/`` beside the repository checkout (LoCoMo and its evaluation side files)."""
+"""The JSON-list reader of the evaluation side files (where the files are: ``mnemis.data.sources``)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+from mnemis.data.sources import REPO_SHARED_DATA as SHARED_DATA  # ../shared/data beside the checkout
 
-
-def shared_data_file(name: str) -> Path:
-    """``../shared/data/<name>`` (not checked for existence)."""
-    return SHARED_DATA / name
+__all__ = ["SHARED_DATA", "load_json_list"]
 
 
 def load_json_list(path: str | Path, what: str) -> list[Any]:

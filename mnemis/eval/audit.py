@@ -1,4 +1,4 @@
-"""Audited LoCoMo scoring: apply the corrections of ``shared/data/locomo_audit_errors.json``.
+"""Audited LoCoMo scoring: apply the corrections of ``locomo_audit_errors.json`` (mnemis data fetch).
 
 Audit ids are ``locomo_<conversation index>_qa<index into that conversation's full qa list>``, the
 conversation index being the position in ``locomo10.json`` (conv-26 = 0). Five error types change the
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mnemis.data.shared import load_json_list, shared_data_file
+from mnemis.data.shared import load_json_list
+from mnemis.data.sources import DataDirs, locate
 from mnemis.types import Episode, Question
 
 log = logging.getLogger(__name__)
@@ -24,13 +25,13 @@ LOCOMO_GROUPS = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44
 ANSWER_ERRORS = frozenset({"HALLUCINATION", "TEMPORAL_ERROR", "ATTRIBUTION_ERROR", "AMBIGUOUS", "INCOMPLETE"})
 
 
-def default_audit_path() -> Path:
-    """``../shared/data/locomo_audit_errors.json`` next to the repository checkout."""
-    return shared_data_file("locomo_audit_errors.json")
+def default_audit_path(dirs: DataDirs | None = None, *, fetch_missing: bool = False) -> Path:
+    """``locomo_audit_errors.json`` in the data dirs (``mnemis.data.sources``), fetched when asked and missing."""
+    return locate("locomo_audit", dirs, fetch_missing=fetch_missing)
 
 
 def load_audit(path: str | Path | None = None) -> list[dict[str, Any]]:
-    return load_json_list(path or default_audit_path(), "LoCoMo audit")
+    return load_json_list(path or default_audit_path(fetch_missing=True), "LoCoMo audit")
 
 
 def audit_id(question: Question, groups: Sequence[str] = LOCOMO_GROUPS) -> str | None:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.data.locomo import CATEGORIES
-from mnemis.data.shared import load_json_list, shared_data_file
+from mnemis.data.shared import load_json_list
+from mnemis.data.sources import DataDirs, locate
 from mnemis.types import Question
 
 KINDS = ("wrong_specific", "wrong_vague")
@@ -22,13 +23,13 @@ REFERENCE_RATES = {"wrong_specific": 0.106, "wrong_vague": 0.628}
 LENIENCY_FILE = "leniency.json"
 
 
-def default_stress_path() -> Path:
-    """``../shared/data/locomo_judge_stress.json`` next to the repository checkout."""
-    return shared_data_file("locomo_judge_stress.json")
+def default_stress_path(dirs: DataDirs | None = None, *, fetch_missing: bool = False) -> Path:
+    """``locomo_judge_stress.json`` in the data dirs (``mnemis.data.sources``), fetched when asked and missing."""
+    return locate("judge_stress", dirs, fetch_missing=fetch_missing)
 
 
 def load_stress(path: str | Path | None = None) -> list[dict[str, Any]]:
-    return load_json_list(path or default_stress_path(), "judge stress")
+    return load_json_list(path or default_stress_path(fetch_missing=True), "judge stress")
 
 
 def sample_items(items: Sequence[Mapping[str, Any]], n: int | None = None, seed: int = 0) -> list[Mapping[str, Any]]:

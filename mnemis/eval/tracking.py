@@ -1,4 +1,8 @@
-"""Experiment tracking: a ``Tracker`` protocol, ``NoTracker`` and an offline-by-default ``WandbTracker``.
+"""Experiment tracking: a ``Tracker`` protocol, ``NoTracker``, an offline-by-default ``WandbTracker`` and a
+plain ``JsonlTracker`` (one JSON object per line, for people without W&B).
+
+One tracker spans a whole job (build and eval): ``watch_progress`` logs every stage's progress as it
+goes (``mnemis.progress`` listener), ``log_ledger`` the per-stage cost ledger after the build and the eval.
 
 ``tracker.log_run_dir(run_dir)`` logs everything a finished run dir holds: flattened metrics, the
 per-question table, the PNG plots, the ledger and leniency. wandb is imported inside
@@ -82,6 +86,51 @@ class NoTracker:
         pass
 
 
+class JsonlTracker:
+    """Appends one JSON object per event to ``<dir>/<file>``: ``{"event", "time", ...}``.
+
+    Events: ``config``, ``metrics`` (flattened, with ``step``), ``table`` (rows), ``images`` (paths),
+    ``run_dir`` (the metrics files of a finished run dir, flattened), ``finish``.
+    """
+
+    def __init__(self, dir: str | Path | None = None, file: str = "tracker.jsonl", run_name: str | None = None,
+                 group: str | None = None) -> None:
+        self.path = Path(dir or ".") / file
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.run_name, self.group = run_name, group
+
+    def _write(self, event: str, **fields: Any) -> None:
+        import time
+
+        row = {"event": event, "time": round(time.time(), 3), "run_name": self.run_name, "group": self.group, **fields}
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row, default=str) + "\n")
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        self._write("config", config=dict(config))
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        self._write("metrics", step=step, metrics=flatten(metrics))
+
+    def log_table(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        if rows:
+            self._write("table", name=name, rows=[dict(r) for r in rows])
+
+    def log_images(self, paths: Sequence[str | Path]) -> None:
+        self._write("images", paths=[str(p) for p in paths if Path(p).is_file()])
+
+    def log_run_dir(self, run_dir: str | Path) -> None:
+        run = Path(run_dir)
+        summary: dict[str, Any] = {}
+        for name in ("metrics.json", "leniency.json", "ledger.json", "recall.json", "hierarchy_metrics.json"):
+            if (run / name).is_file():
+                summary.update(flatten(json.loads((run / name).read_text()), prefix=Path(name).stem))
+        self._write("run_dir", run_dir=str(run), summary=summary)
+
+    def finish(self) -> None:
+        self._write("finish")
+
+
 class WandbTracker:
     """Weights & Biases run (offline by default: files under ``dir``/wandb, sync later with ``wandb sync``).
 
@@ -90,19 +139,19 @@ class WandbTracker:
         mode: ``offline`` (default), ``online`` or ``disabled``.
         dir: where wandb writes its files (default: current directory).
         entity: W&B entity (team/user), None for the default.
-        name: run name; config: initial run config.
+        name: run name; group: W&B group (e.g. one sweep); config: initial run config; tags: run tags.
     """
 
     def __init__(self, project: str = "mnemis", *, mode: str = "offline", dir: str | Path | None = None,
                  entity: str | None = None, name: str | None = None, config: Mapping[str, Any] | None = None,
-                 tags: Sequence[str] | None = None) -> None:
+                 tags: Sequence[str] | None = None, group: str | None = None) -> None:
         import wandb
 
         self._wandb = wandb
         if dir is not None:
             Path(dir).mkdir(parents=True, exist_ok=True)
         self.run = wandb.init(project=project, mode=mode, dir=str(dir) if dir is not None else None, entity=entity,
-                              name=name, config=dict(config or {}), tags=list(tags or []))
+                              name=name, group=group, config=dict(config or {}), tags=list(tags or []))
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         self.run.config.update(dict(config), allow_val_change=True)
@@ -147,13 +196,44 @@ class WandbTracker:
 
 
 def make_tracker(cfg: Mapping[str, Any] | None, **overrides: Any) -> Tracker:
-    """From a ``conf/tracker`` node: ``name: none`` -> NoTracker, ``name: wandb`` -> WandbTracker(...)."""
+    """From a ``conf/tracker`` node: ``name`` is the backend (none | wandb | jsonl); ``run_name`` and ``group``
+    name the run and its group (``tracker.run_name=... tracker.group=...``)."""
     cfg = dict(cfg or {})
-    name = cfg.pop("name", "none")
-    if name in (None, "none"):
+    kind = cfg.pop("name", "none")
+    if kind in (None, "none"):
         return NoTracker()
-    if name == "wandb":
-        cfg.update(overrides)
-        return WandbTracker(**{k: v for k, v in cfg.items() if k in ("project", "mode", "dir", "entity", "name",
-                                                                    "config", "tags")})
-    raise ValueError(f"unknown tracker {name!r} (none, wandb)")
+    cfg.update(overrides)
+    run_name, group = cfg.pop("run_name", None), cfg.pop("group", None)
+    if kind == "wandb":
+        kw = {k: v for k, v in cfg.items() if k in ("project", "mode", "dir", "entity", "config", "tags")}
+        return WandbTracker(**kw, name=run_name, group=group)
+    if kind == "jsonl":
+        return JsonlTracker(dir=cfg.get("dir"), file=cfg.get("file") or "tracker.jsonl", run_name=run_name, group=group)
+    raise ValueError(f"unknown tracker {kind!r} (none, wandb, jsonl)")
+
+
+def watch_progress(tracker: Tracker) -> Any:
+    """Log every ``mnemis.progress`` update to ``tracker`` (``progress/<stage>/done|total|fraction``), at most
+    one event per stage every 5 s and always the last; returns the listener (``mnemis.progress.remove_listener``)."""
+    import time
+
+    from mnemis import progress
+
+    last: dict[str, float] = {}
+
+    def listener(stage: str, done: int, total: int, elapsed: float) -> None:
+        now = time.monotonic()
+        if done < total and now - last.get(stage, 0.0) < 5.0:
+            return
+        last[stage] = now
+        tracker.log_metrics({"progress": {stage: {"done": done, "total": total,
+                                                  "fraction": done / total if total else 1.0,
+                                                  "elapsed_s": round(elapsed, 2)}}})
+
+    progress.add_listener(listener)
+    return listener
+
+
+def log_ledger(tracker: Tracker, phase: str, ledger: Any) -> None:
+    """The per-stage cost ledger (calls, tokens, cache hits, wall time) under ``<phase>/ledger/...``."""
+    tracker.log_metrics({phase: {"ledger": ledger.to_dict()}})

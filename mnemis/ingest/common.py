@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -179,11 +178,10 @@ def parse_when(text: Any) -> tuple[datetime | None, bool]:
 
 
 def progress(iterable: Iterable, *, total: int, desc: str, enabled: bool | None) -> Iterable:
-    """A tqdm bar over ``iterable`` (only on a TTY unless ``enabled`` forces it)."""
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled:
+    """Counts, rate and ETA over ``iterable`` (``mnemis.progress``: a bar on a TTY, else plain log lines);
+    ``enabled=False`` shows nothing, ``True`` forces the bar."""
+    if enabled is False:
         return iterable
-    from tqdm.auto import tqdm
+    from mnemis.progress import track
 
-    return tqdm(iterable, total=total, desc=desc, leave=False)
+    return track(iterable, total=total, stage=desc, tty=True if enabled else None)

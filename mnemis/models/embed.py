@@ -13,6 +13,7 @@ from typing import Literal
 
 import numpy as np
 
+from mnemis import progress
 from mnemis.models.tiny import MINILM, locate_minilm, model_identity, require_path
 
 Kind = Literal["query", "document"]
@@ -225,6 +226,7 @@ class Qwen3Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         order = np.argsort([-len(t) for t in texts], kind="stable")  # similar lengths per batch
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        bar = progress.start(f"embed {kind}s", len(texts), min_items=progress.LONG_BATCH)
         with torch.inference_mode():
             for s in range(0, len(texts), self.batch_size):
                 idx = order[s : s + self.batch_size]
@@ -233,6 +235,10 @@ class Qwen3Embedder:
                 hidden = self._model(**enc).last_hidden_state
                 pooled = last_token_pool(hidden, enc["attention_mask"])[:, : self.dim]
                 out[idx] = pooled.float().cpu().numpy()
+                if bar is not None:
+                    bar.update(len(idx))
+        if bar is not None:
+            bar.close()
         return _l2(out)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from mnemis import progress
 from mnemis.models.tiny import model_identity, packaged_model, require_path, resolve_local
 
 SYSTEM = ('Judge whether the Document meets the requirements based on the Query and the Instruct provided. '
@@ -42,10 +43,15 @@ def _score_in_batches(query: str | Sequence[str], documents: Sequence[str], batc
     if not documents:
         return out
     order = np.argsort([-(len(q) + len(d)) for q, d in zip(queries, documents)], kind="stable")
+    bar = progress.start("rerank pairs", len(order), min_items=progress.LONG_BATCH)
     with torch.inference_mode():
         for s in range(0, len(order), batch_size):
             idx = order[s : s + batch_size]
             out[idx] = score_pairs([queries[i] for i in idx], [documents[i] for i in idx]).float().cpu().numpy()
+            if bar is not None:
+                bar.update(len(idx))
+    if bar is not None:
+        bar.close()
     return out
 
 

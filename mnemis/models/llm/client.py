@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from mnemis import progress
 from mnemis.models.cache import MODES, CachedReply, CacheMissError, ResponseCache, request_key
 from mnemis.models.ledger import Ledger
 from mnemis.models.llm.base import Backend, Completion, LLMRequest, LLMResult
@@ -240,6 +241,7 @@ class LLM:
         pending = list(send)
         to_store: list[tuple[str, str, str, CachedReply]] = []  # written in one transaction per round
         round_no = 0
+        bar = progress.start(requests[0].stage, len(send))  # counts, rate, ETA per stage (mnemis.progress)
         while pending:
             batch = [requests[i].model_copy(update={"messages": current[i]}) for i in pending]
             completions = self._complete(batch)
@@ -295,11 +297,15 @@ class LLM:
                         to_store.append((keys[i], self.model_id, requests[i].stage, CachedReply(
                             res.text, used[i][0], used[i][1], error=None if res.ok else res.error,
                             finish_reason=last_finish.get(i), retries=attempts[i])))
+            if bar is not None:
+                bar.update(len(pending) - len(still))
             pending = still
             round_no += 1
             self._store(to_store)
             to_store = []
 
+        if bar is not None:
+            bar.close()
         for i, j in followers.items():
             src = results[j]
             assert src is not None

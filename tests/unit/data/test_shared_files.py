@@ -6,14 +6,17 @@ import pytest
 
 from mnemis.data.locomo import default_locomo_path
 from mnemis.data.shared import SHARED_DATA, load_json_list
+from mnemis.data.sources import DataDirs
 from mnemis.eval.audit import default_audit_path, load_audit
 from mnemis.eval.leniency import default_stress_path, load_stress
 
 
-def test_every_default_path_is_in_shared_data():
+def test_every_default_path_is_in_the_data_dirs():
     assert {default_locomo_path().name, default_audit_path().name, default_stress_path().name} == {
         "locomo10.json", "locomo_audit_errors.json", "locomo_judge_stress.json"}
-    assert {default_locomo_path().parent, default_audit_path().parent, default_stress_path().parent} == {SHARED_DATA}
+    dirs = DataDirs.from_config()
+    assert SHARED_DATA in dirs.search  # ../shared/data beside the checkout is always looked in
+    assert {default_locomo_path().parent, default_audit_path().parent, default_stress_path().parent} <= set(dirs.search)
 
 
 def test_load_json_list_errors_name_the_file(tmp_path):

