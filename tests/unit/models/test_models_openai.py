@@ -24,6 +24,7 @@ class FakeServer:
         self.bodies: list[dict] = []
         self.reject_json_schema = reject_json_schema
         self.lock = threading.Lock()
+        self.in_flight = self.peak = 0
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -62,6 +63,15 @@ class FakeServer:
                 if key == "forbidden":
                     return self._send(403, '{"error": {"message": "no"}}')
                 content = "garbage reply" if key == "invalid" else json.dumps(GOOD)
+                if key == "echo":  # reply names the request; later items answer sooner (order scrambled)
+                    i = int(text.split()[-1])
+                    with outer.lock:
+                        outer.in_flight += 1
+                        outer.peak = max(outer.peak, outer.in_flight)
+                    time.sleep(0.005 * (5 - i % 5))
+                    with outer.lock:
+                        outer.in_flight -= 1
+                    content = json.dumps({"echo": i})
                 resp = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                         "choices": [{"index": 0, "finish_reason": "stop",
                                      "message": {"role": "assistant", "content": content}}],
@@ -127,10 +137,11 @@ def test_json_schema_rejected_falls_back_to_json_object():
 
 def test_concurrency_is_bounded_and_order_kept():
     with FakeServer() as srv:
-        be = _backend(srv.url, max_concurrency=4)
-        out = be.complete([_req("ok", i) for i in range(40)])
-    assert len(out) == 40 and all(c.error is None for c in out)
-    assert [b["messages"][-1]["content"] for b in srv.bodies] != []
+        be = _backend(srv.url, max_concurrency=3, timeout_s=5)
+        out = be.complete([_req("echo", i) for i in range(15)])
+    assert all(c.error is None for c in out)
+    assert [json.loads(c.text)["echo"] for c in out] == list(range(15))  # replies in request order
+    assert 2 <= srv.peak <= 3  # never more than the bound in flight, and concurrent
 
 
 def test_unreachable_endpoint_is_item_error():
