@@ -4,7 +4,10 @@ Layer 0 is the entities. For each layer ``i = 1..max_layers`` every unfinished g
 steps, and each LLM step is **one** ``generate()`` call holding the requests of all groups:
 
 1. categorize: the layer ``i-1`` nodes in indexed batches (at layer 1 the speaker entities go to a
-   rule-made "Speaker" category instead; it then takes part in higher layers like any node);
+   rule-made "Speaker" category instead; it then takes part in higher layers like any node). By
+   default all batches go in one call; with ``sequential_batches`` (the paper) batch *k* of every
+   group goes in call *k*, after the categories of batches < *k* exist, and each prompt lists them
+   (with ``existing_descriptions``: by their members' commonest tags and a few member names);
 2. dissolve categories with fewer than ``min_children`` children; re-ask once for every node left
    without a category (one call), dissolve again, promote what is still unassigned
    (``constraints.promote``);
@@ -14,15 +17,16 @@ steps, and each LLM step is **one** ``generate()`` call holding the requests of 
 
 A group stops at ``max_layers``, when a layer has one node, or by rule 3. A group with fewer than
 two entities gets a trivial hierarchy without any LLM call. ``organize`` reads the entities from the
-store, builds, stores the result with ``replace_hierarchy`` and returns the quality metrics.
+store, builds, commits every layer as it is made (``replace_hierarchy`` + a progress record, so a killed
+build resumes at its first unfinished layer: ``mnemis.hierarchy.progress``) and returns the quality metrics.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -40,6 +44,7 @@ from mnemis.hierarchy.constraints import (
     unassigned,
 )
 from mnemis.hierarchy.metrics import HierarchyMetrics, compute_metrics
+from mnemis.hierarchy.progress import LayerProgress, fingerprint, load_progress, save_progress
 from mnemis.models.llm.base import LLMRequest, LLMResult, Sampling
 from mnemis.prompts.categorize import CATEGORIZE, Categorization, NodeView, bounded_categorization
 from mnemis.prompts.describe_category import DESCRIBE_CATEGORY, CategoryDescription, ChildView
@@ -64,8 +69,16 @@ class HierarchyConfig(BaseModel):
         False,
         description="send batch k of every group after batches < k, showing their categories (more calls)",
     )
+    existing_descriptions: bool = Field(
+        False,
+        description="describe each existing category shown in a prompt by its members' commonest tags and "
+        "a few member names (else its name only)",
+    )
+    existing_members: int = Field(3, ge=0, description="member names in an existing category's description")
     reask: bool = True
-    max_existing: int = Field(60, ge=0, description="existing categories shown in a prompt (largest first)")
+    max_existing: int | None = Field(
+        60, ge=0, description="existing categories shown in a prompt (largest first); None = all"
+    )
     speaker_category: str = "Speaker"
     max_name_words: int = 6
     max_tags: int = 5
@@ -110,6 +123,7 @@ class BuiltHierarchy:
     categories: list[Category]
     edges: list[CategoryEdge]
     metrics: HierarchyMetrics
+    progress: LayerProgress = field(default_factory=LayerProgress)
 
 
 @dataclass
@@ -129,12 +143,46 @@ class _Group:
     stop_reason: str = ""
     discarded: int | None = None
     done: bool = False
+    next_layer: int = 1
     # scratch of the layer under construction
     drafts: dict[str, Draft] = field(default_factory=dict)
     candidates: list[LayerNode] = field(default_factory=list)
     batches: list[list[LayerNode]] = field(default_factory=list)
     by_id: dict[str, LayerNode] = field(default_factory=dict)
     skip_llm: bool = False
+
+
+    def progress(self) -> LayerProgress:
+        return LayerProgress(
+            next_layer=self.next_layer, done=self.done, stop_reason=self.stop_reason,
+            discarded=self.discarded, dissolved=self.dissolved, reasked=self.reasked,
+            llm_calls=self.llm_calls, llm_failures=self.llm_failures, repairs=asdict(self.repairs),
+        )
+
+    def restore(
+        self, rec: LayerProgress, categories: Sequence[Category], edges: Sequence[CategoryEdge]
+    ) -> None:
+        """Continue from a stored record and the categories/edges committed with it."""
+        self.categories, self.edges = list(categories), list(edges)
+        self.next_layer, self.done, self.stop_reason = rec.next_layer, rec.done, rec.stop_reason
+        self.discarded, self.dissolved, self.reasked = rec.discarded, rec.dissolved, rec.reasked
+        self.llm_calls, self.llm_failures = rec.llm_calls, rec.llm_failures
+        self.repairs = Repairs(**rec.repairs)
+        if rec.next_layer > 1:  # the last committed layer, in commit order, is the next one's input
+            top = rec.next_layer - 1
+            self.lower = [
+                LayerNode(c.id, c.name, tuple(c.tags), c.summary) for c in categories if c.layer == top
+            ]
+
+
+@dataclass
+class LayerSnapshot:
+    """One group's hierarchy after a layer, as ``build_hierarchies`` hands it to ``on_layer``."""
+
+    group_id: str
+    categories: list[Category]
+    edges: list[CategoryEdge]
+    progress: LayerProgress
 
 
 # --------------------------------------------------------------------------- requests
@@ -147,7 +195,7 @@ def _categorize_request(
     messages = CATEGORIZE.render(
         [NodeView(n.name, n.tags) for n in nodes],
         layer,
-        existing=[NodeView(d.name, ()) for d in shown],
+        existing=[_existing_view(g, d, cfg) for d in shown],
         min_children=cfg.min_children,
         speaker=speaker,
         reask=reask,
@@ -158,6 +206,21 @@ def _categorize_request(
         sampling=cfg.categorize_sampling,
         stage=STAGE_REASK if reask else STAGE_CATEGORIZE,
     )
+
+
+def _existing_view(g: _Group, d: Draft, cfg: HierarchyConfig) -> NodeView:
+    """How a prompt shows a category made earlier in this layer: its name, and with
+    ``existing_descriptions`` the commonest tags of its members so far and a few member names."""
+    if not cfg.existing_descriptions:
+        return NodeView(d.name, ())
+    members = [g.by_id[c] for c in d.children if c in g.by_id]
+    return NodeView(d.name, _common_tags(members, cfg), [m.name for m in members[: cfg.existing_members]])
+
+
+def _common_tags(children: Sequence[LayerNode], cfg: HierarchyConfig) -> list[str]:
+    """The children's tags, commonest first, cleaned and capped."""
+    counts = Counter(t for c in children for t in c.tags)
+    return clean_tags([t for t, _ in counts.most_common()], cfg.max_tags, cfg.max_tag_words)
 
 
 def _apply(g: _Group, nodes: Sequence[LayerNode], res: LLMResult, cfg: HierarchyConfig) -> None:
@@ -232,8 +295,7 @@ def _reask(active: list[_Group], layer: int, llm: Any, cfg: HierarchyConfig) -> 
 def _fallback_description(
     d: Draft, children: Sequence[LayerNode], cfg: HierarchyConfig
 ) -> tuple[list[str], str]:
-    counts = Counter(t for c in children for t in c.tags)
-    tags = clean_tags([t for t, _ in counts.most_common()], cfg.max_tags, cfg.max_tag_words)
+    tags = _common_tags(children, cfg)
     names = [c.name for c in children[:10]]
     more = f" and {len(children) - 10} more" if len(children) > 10 else ""
     return tags, f"{d.name}: {', '.join(names)}{more}."
@@ -330,9 +392,19 @@ def _commit_layer(
 
 # --------------------------------------------------------------------------- entry points
 def build_hierarchies(
-    entities_by_group: Mapping[str, Sequence[Entity]], llm: Any, cfg: HierarchyConfig | Mapping | None = None
+    entities_by_group: Mapping[str, Sequence[Entity]],
+    llm: Any,
+    cfg: HierarchyConfig | Mapping | None = None,
+    *,
+    resume: Mapping[str, tuple[LayerProgress, Sequence[Category], Sequence[CategoryEdge]]] | None = None,
+    on_layer: Callable[[int, list[LayerSnapshot]], None] | None = None,
 ) -> dict[str, BuiltHierarchy]:
-    """Build the hierarchy of every group, layer by layer, each LLM step batched across groups."""
+    """Build the hierarchy of every group, layer by layer, each LLM step batched across groups.
+
+    ``resume``: per group, a progress record with the categories and edges committed with it; the group
+    continues at ``next_layer`` (nothing is asked again for finished layers). ``on_layer(layer,
+    snapshots)``: called after each layer with every group that took part in it (e.g. to commit).
+    """
     cfg = HierarchyConfig.coerce(cfg)
     groups = [
         _Group(
@@ -341,12 +413,14 @@ def build_hierarchies(
         for gid, ents in entities_by_group.items()
     ]
     for g in groups:
-        if not g.lower:
+        if g.group_id in (resume or {}):
+            g.restore(*resume[g.group_id])  # type: ignore[index]
+        elif not g.lower:
             g.done, g.stop_reason = True, "empty"
     for layer in range(1, cfg.max_layers + 1):
-        active = [g for g in groups if not g.done]
+        active = [g for g in groups if not g.done and g.next_layer == layer]
         if not active:
-            break
+            continue
         for g in active:
             _start_layer(g, layer, cfg)
         _categorize(active, layer, llm, cfg)
@@ -358,12 +432,17 @@ def build_hierarchies(
         desc = _describe(kept, layer, llm, cfg)
         for g in kept:
             _commit_layer(g, layer, desc, cfg)
+        for g in active:
+            g.next_layer = layer + 1
         log.info(
             "hierarchy layer %d: %d groups built, sizes %s",
             layer,
             len(kept),
             {g.group_id: len(g.lower) for g in kept},
         )
+        if on_layer is not None:
+            on_layer(layer, [LayerSnapshot(g.group_id, list(g.categories), list(g.edges), g.progress())
+                             for g in active])
     out: dict[str, BuiltHierarchy] = {}
     for g in groups:
         metrics = compute_metrics(
@@ -380,7 +459,7 @@ def build_hierarchies(
             stop_reason=g.stop_reason,
             discarded_layer_size=g.discarded,
         )
-        out[g.group_id] = BuiltHierarchy(g.group_id, g.categories, g.edges, metrics)
+        out[g.group_id] = BuiltHierarchy(g.group_id, g.categories, g.edges, metrics, g.progress())
     return out
 
 
@@ -399,24 +478,46 @@ def organize(
 ) -> dict[str, HierarchyMetrics]:
     """Rebuild the hierarchy of ``group_ids`` from the entities in ``store``; returns metrics per group.
 
-    Each group's categories and edges replace the old ones in one transaction. With an ``embedder``,
-    every category's name + summary is embedded (one ``encode`` call) and stored as kind "category".
+    Every layer is committed as it is built: the group's categories and edges so far replace the old
+    ones, with a progress record (``mnemis.hierarchy.progress``), in one transaction for all groups of
+    the layer. A killed build, rerun with the same entities, config and model, resumes at its first
+    unfinished layer; a finished one returns its stored result without any LLM call. With an
+    ``embedder``, every category's name + summary is embedded (one ``encode`` call) as kind "category".
     """
     cfg = HierarchyConfig.coerce(cfg)
     entities = {g: store.entities(g) for g in dict.fromkeys(group_ids)}
-    built = build_hierarchies(entities, llm, cfg)
-    for gid, b in built.items():
-        store.replace_hierarchy(gid, b.categories, b.edges)
+    model_id = str(getattr(llm, "model_id", ""))
+    fps = {g: fingerprint(ents, cfg, model_id) for g, ents in entities.items()}
+    resume = {}
+    for g, fp in fps.items():
+        rec = load_progress(store, g, fp)
+        if rec is not None:
+            resume[g] = (rec, store.categories(g), store.category_edges(g))
+            log.info("hierarchy of %s: resuming at layer %d (done: %s)", g, rec.next_layer, rec.done)
+
+    def commit(layer: int, snaps: list[LayerSnapshot]) -> None:
+        with store.transaction():
+            for snap in snaps:
+                store.replace_hierarchy(snap.group_id, snap.categories, snap.edges)
+                rec = snap.progress.model_copy(update={"fingerprint": fps[snap.group_id]})
+                save_progress(store, snap.group_id, rec)
+
+    built = build_hierarchies(entities, llm, cfg, resume=resume, on_layer=commit)
+    finished = {g for g, (rec, _, _) in resume.items() if rec.done}
+    with store.transaction():  # groups without a layer this time (no entities) are recorded too
+        for gid, b in built.items():
+            if gid not in finished:
+                store.replace_hierarchy(gid, b.categories, b.edges)
+                rec = b.progress.model_copy(update={"fingerprint": fps[gid], "done": True})
+                save_progress(store, gid, rec)
     if embedder is not None:
-        rows = [(gid, c) for gid, b in built.items() for c in b.categories]
+        todo = [g for g in built if g not in finished or not store.embedded_ids(g, "category")]
+        rows = [(gid, c) for gid in todo for c in built[gid].categories]
         if rows:
             vecs = embedder.encode([category_text(c) for _, c in rows], kind="document")
-            start = 0
-            for gid, b in built.items():
-                n = len(b.categories)
-                if n:
-                    store.put_embeddings(
-                        gid, "category", [c.id for c in b.categories], vecs[start : start + n]
-                    )
-                start += n
+            by_group: dict[str, list[int]] = {}
+            for r, (gid, _) in enumerate(rows):
+                by_group.setdefault(gid, []).append(r)
+            for gid, idx in by_group.items():
+                store.put_embeddings(gid, "category", [rows[r][1].id for r in idx], vecs[idx])
     return {gid: b.metrics for gid, b in built.items()}

@@ -1,26 +1,132 @@
-"""Entity summaries and tags (REFERENCE §2.2 step 7), refreshed when an entity gained mentions.
+"""Entity summaries and tags (REFERENCE §2.2 step 7), in one of two ways (``ingest.attribute_refresh``).
 
-An entity is due when its mention count grew by at least ``min_new_mentions`` since its last summary
-(progress key ``"<entity id>#<mention count>"`` under stage ``attributes``). Each due entity gets one
+``episode`` (the paper, as Graphiti does it; ``update_step``): after each episode's entities and facts
+are resolved, every entity the episode mentions gets its summary and tags rewritten from its previous
+ones plus that message (with its earlier context) and the episode's facts about it. Episodes go in
+order, one step per episode of every group, all of the step's entities in one ``generate``, so a
+summary accumulates message by message and entity resolution of the next episode already sees it.
+Summary embeddings are written once at the end (``embed_stale``): the entities touched are recorded
+as stale in the same transaction as the new summary.
+
+``end`` (``refresh_attributes``, our default): once per ``ingest`` call. An entity is due when its
+mention count grew by at least ``min_new_mentions`` since its last summary (progress key
+``"<entity id>#<mention count>"`` under stage ``attributes``). Each due entity gets one
 ``entity_attributes`` request built from its previous summary, up to ``max_messages`` mentioning
-messages (the new ones, evenly spread) and up to ``max_facts`` live facts touching it; all entities of
-all groups go in one ``generate``. Summaries are re-embedded (``entity_summary`` = "name: summary").
+messages (the new ones, evenly spread) and up to ``max_facts`` live facts touching it; all entities
+of all groups go in one ``generate``. Summaries are re-embedded (``entity_summary`` = "name: summary").
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mnemis.ingest.common import bump_stats, run_prompt
 from mnemis.ingest.embed_items import entity_texts
 from mnemis.models.protocols import Embedder
-from mnemis.prompts.entity_attributes import ENTITY_ATTRIBUTES, MAX_SUMMARY_CHARS, clean_tags
+from mnemis.prompts.entity_attributes import (
+    ENTITY_ATTRIBUTES,
+    ENTITY_ATTRIBUTES_UPDATE,
+    MAX_SUMMARY_CHARS,
+    clean_tags,
+)
 from mnemis.store.sqlite import GraphStore
-from mnemis.types import Entity
+from mnemis.types import Entity, Episode
 
 STAGE = "attributes"
+EPISODE_STAGE = "attributes.episode"  # progress key: episode id
+STALE_STAGE = "attributes.stale"  # progress key: entity id whose summary embedding is out of date
+REFRESH_MODES = ("end", "episode")
+
+
+@dataclass
+class EpisodeEvidence:
+    """One episode of a step: its group's entities, the episode, its earlier context, the entities it
+    mentions (resolved ids) and, per entity, the episode's facts about it (rendered)."""
+
+    group_id: str
+    entities: dict[str, Entity]
+    episode: Episode
+    previous: Sequence[Episode]
+    entity_ids: Sequence[str]
+    facts: Mapping[str, Sequence[str]]
+
+
+def _apply_reply(e: Entity, rep: Any, stats: Counter) -> Entity:
+    """``e`` with the summary and tags of a parsed reply (cleaned; empty fields keep the old value)."""
+    summary = " ".join(rep.summary.split())[:MAX_SUMMARY_CHARS]
+    tags = clean_tags(rep.tags)
+    if len(rep.tags) > len(tags):
+        stats["skip.tags_dropped"] += len(rep.tags) - len(tags)
+    return e.model_copy(update={"summary": summary or e.summary, "tags": tags or e.tags})
+
+
+def update_step(
+    store: GraphStore,
+    items: Sequence[EpisodeEvidence],
+    llm: Any,
+    stats: Counter,
+    *,
+    max_tokens: int = 192,
+    temperature: float = 0.0,
+) -> int:
+    """Update the summary and tags of every entity mentioned by the step's episodes (one per group;
+    one ``generate`` for all), write them, mark the episodes done and the entities stale, in one
+    transaction. ``item.entities`` is updated in place (entity resolution reads it). Returns the
+    number of entities rewritten; a failed reply keeps the entity as it was (counted)."""
+    jobs: list[tuple[EpisodeEvidence, Entity]] = []
+    renders = []
+    for it in items:
+        for eid in dict.fromkeys(it.entity_ids):
+            e = it.entities.get(eid)
+            if e is None:
+                raise RuntimeError(
+                    f"episode {it.episode.id} mentions entity {eid} unknown to group {it.group_id}")
+            renders.append(ENTITY_ATTRIBUTES_UPDATE.render(e.name, e.summary, e.tags, it.episode, it.previous,
+                                                           it.facts.get(eid, ())))
+            jobs.append((it, e))
+    replies = run_prompt(llm, ENTITY_ATTRIBUTES_UPDATE, renders, stats, max_tokens=max_tokens,
+                         temperature=temperature)
+    updated: dict[str, list[Entity]] = defaultdict(list)
+    for (it, e), rep in zip(jobs, replies):
+        if rep is None:
+            continue
+        new = _apply_reply(e, rep, stats)
+        it.entities[new.id] = new
+        updated[it.group_id].append(new)
+    n = sum(len(v) for v in updated.values())
+    stats["attributes.refreshed"] += n
+    with store.transaction():
+        for g, ents in updated.items():
+            store.upsert_entities(ents)
+            store.mark_done(STALE_STAGE, g, [e.id for e in ents])
+        for it in items:
+            store.mark_done(EPISODE_STAGE, it.group_id, [it.episode.id])
+        bump_stats(store, stats)
+    return n
+
+
+def embed_stale(store: GraphStore, group_ids: Sequence[str], embedder: Embedder) -> int:
+    """Re-embed the summaries recorded as stale by ``update_step`` (one ``encode`` for all groups), then
+    clear the records; returns how many were embedded."""
+    rows: list[Entity] = []
+    for g in group_ids:
+        stale = store.done(STALE_STAGE, g)
+        if stale:
+            rows += store.entities(g, sorted(stale))
+    if rows:
+        vecs = embedder.encode(entity_texts(rows))
+    with store.transaction():
+        by_group: dict[str, list[int]] = defaultdict(list)
+        for r, e in enumerate(rows):
+            by_group[e.group_id].append(r)
+        for g, idx in by_group.items():
+            store.put_embeddings(g, "entity_summary", [rows[r].id for r in idx], vecs[idx])
+        for g in group_ids:
+            store.clear_progress(STALE_STAGE, g)
+    return len(rows)
 
 
 def _spread(items: Sequence[str], n: int) -> list[str]:
@@ -79,13 +185,8 @@ def refresh_attributes(
                          temperature=temperature)
     updated: list[Entity] = []
     for (e, _), rep in zip(jobs, replies):
-        if rep is None:
-            continue
-        summary = " ".join(rep.summary.split())[:MAX_SUMMARY_CHARS]  # type: ignore[attr-defined]
-        tags = clean_tags(rep.tags)  # type: ignore[attr-defined]
-        if len(rep.tags) > len(tags):  # type: ignore[attr-defined]
-            stats["skip.tags_dropped"] += len(rep.tags) - len(tags)  # type: ignore[attr-defined]
-        updated.append(e.model_copy(update={"summary": summary or e.summary, "tags": tags or e.tags}))
+        if rep is not None:
+            updated.append(_apply_reply(e, rep, stats))
     vecs = embedder.encode(entity_texts(updated)) if updated else None
     stats["attributes.refreshed"] += len(updated)
     with store.transaction():

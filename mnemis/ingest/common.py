@@ -103,13 +103,14 @@ def run_prompt(
     return out
 
 
-def round_robin(lists: Sequence[Sequence[str]], cap: int) -> list[str]:
-    """Merge ranked lists by taking the 1st of each, then the 2nd of each, ... without repeats, up to ``cap``."""
+def round_robin(lists: Sequence[Sequence[str]], cap: int | None) -> list[str]:
+    """Merge ranked lists by taking the 1st of each, then the 2nd of each, ... without repeats, up to ``cap``
+    (None: the whole union)."""
     out: list[str] = []
     seen: set[str] = set()
     for depth in range(max((len(x) for x in lists), default=0)):
         for lst in lists:
-            if len(out) >= cap:
+            if cap is not None and len(out) >= cap:
                 return out
             if depth < len(lst) and lst[depth] not in seen:
                 seen.add(lst[depth])

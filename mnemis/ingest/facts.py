@@ -67,13 +67,23 @@ class GroupFacts:
         return [self.facts[i] for i in ids if self.facts[i].expired_at is None]
 
     def candidates(self, source: str, target: str, vec: np.ndarray, k: int,
-                   min_similarity: float) -> list[str]:
-        """Live facts between the same pair (newest first), then close facts touching either entity."""
+                   min_similarity: float, *, per_item: bool = True) -> list[str]:
+        """Candidates for a new fact between ``source`` and ``target`` with sentence vector ``vec``.
+
+        ``per_item`` (Graphiti): the ``k`` live facts between the same pair most similar to it
+        (duplicate candidates) and the ``k`` most similar live facts touching either entity (at least
+        ``min_similarity``; contradiction candidates), so up to ``2k``. Otherwise: the pair's facts
+        newest first, then close facts touching either entity, ``k`` in all.
+        """
         touching = self.live_touching(source, target)
         pair = [f.id for f in reversed(touching) if {f.source_id, f.target_id} == {source, target}]
-        sims = [(float(self.vec[f.id] @ vec), f.id) for f in touching if f.id not in pair]
-        close = [i for s, i in sorted(sims, key=lambda t: -t[0]) if s >= min_similarity]
-        return (pair + close)[:k]
+        sim = {f.id: float(self.vec[f.id] @ vec) for f in touching}
+        in_pair = set(pair)
+        others = sorted((f.id for f in touching if f.id not in in_pair), key=lambda i: -sim[i])
+        close = [i for i in others if sim[i] >= min_similarity]
+        if not per_item:
+            return (pair + close)[:k]
+        return sorted(pair, key=lambda i: -sim[i])[:k] + close[:k]
 
 
 @dataclass
@@ -146,8 +156,12 @@ def dedup_step(
     min_similarity: float = 0.5,
     max_tokens: int = 192,
     temperature: float = 0.0,
+    per_item: bool = True,
 ) -> list[FactsOutcome]:
-    """Resolve the facts of one episode per group (``items`` must hold distinct groups)."""
+    """Resolve the facts of one episode per group (``items`` must hold distinct groups).
+
+    ``per_item``: each new fact keeps its own candidates (``GroupFacts.candidates``) and the request
+    lists their union; False: the episode's facts share ``max_candidates`` slots (round-robin)."""
     built = [_build_facts(state, ep, ext, res, stats) for state, ep, ext, res in items]
     flat = [f.fact for facts in built for f in facts]
     vecs = embedder.encode(flat) if flat else np.zeros((0, embedder.dim), dtype=np.float32)
@@ -166,7 +180,8 @@ def dedup_step(
                 _merge(outcomes[i], state, exact, ep.id)
                 stats["facts.exact_duplicate"] += 1
                 continue
-            cands = state.candidates(f.source_id, f.target_id, vec, max_candidates, min_similarity)
+            cands = state.candidates(f.source_id, f.target_id, vec, max_candidates, min_similarity,
+                                     per_item=per_item)
             if cands:
                 ask.append((f, vec))
                 cand_lists.append(cands)
@@ -174,7 +189,7 @@ def dedup_step(
                 outcomes[i].new_facts.append(f)
                 outcomes[i].new_vecs.append(vec)
         if ask:
-            union = round_robin(cand_lists, max_candidates)
+            union = round_robin(cand_lists, None if per_item else max_candidates)
             shown = [render_fact(outcomes[i].updated.get(c, state.facts[c])) for c in union]
             day = ep.valid_at.strftime("%Y-%m-%d")
             requests.append(DEDUP_FACTS.render(day, [f.fact for f, _ in ask], shown))

@@ -5,11 +5,14 @@
 1. store the episodes;
 2. extraction: entity names, reflection, the speaker rule, facts, fact reflection - each step one
    batched ``generate`` over all pending episodes; results persisted per episode;
-3. entity resolution per group in episode order, step *i* = the *i*-th pending episode of every group,
-   one ``generate`` per step; entities, name embeddings, mentions and aliases committed per step;
-4. fact dedup and contradiction, stepped the same way;
-5. summaries and tags of entities that gained mentions (one ``generate``);
-6. embeddings of everything still missing one (episodes, entity names/summaries, facts).
+3. then, per group in episode order, step *i* = the *i*-th pending episode of every group:
+   entity resolution (one ``generate`` per step; entities, name embeddings, mentions and aliases
+   committed), fact dedup and contradiction (one ``generate``, committed) and, with
+   ``attribute_refresh="episode"`` (the paper), the summaries and tags of the episode's entities
+   (one ``generate``, committed), so the next step's resolution sees them;
+4. with ``attribute_refresh="end"`` (default): summaries and tags of entities that gained mentions, once
+   (one ``generate``); with ``"episode"``: the summaries rewritten in step 3 are embedded;
+5. embeddings of everything still missing one (episodes, entity names/summaries, facts).
 
 Every commit is one transaction that also records progress (``store.mark_done``) and adds its
 counters to the stored totals, so a killed run resumes where it stopped and, with the response cache,
@@ -24,7 +27,14 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mnemis.ingest.attributes import refresh_attributes
+from mnemis.ingest.attributes import (
+    EPISODE_STAGE,
+    REFRESH_MODES,
+    EpisodeEvidence,
+    embed_stale,
+    refresh_attributes,
+    update_step,
+)
 from mnemis.ingest.common import (
     DEFAULT_MAX_TOKENS,
     EXTRACT_KEY,
@@ -36,7 +46,7 @@ from mnemis.ingest.common import (
 )
 from mnemis.ingest.embed_items import embed_missing
 from mnemis.ingest.extract import EpisodeExtraction, extract_episodes
-from mnemis.ingest.facts import GroupFacts, commit_facts, dedup_step
+from mnemis.ingest.facts import GroupFacts, commit_facts, dedup_step, render_fact
 from mnemis.ingest.resolve import GroupEntities, commit_resolution, resolve_step
 from mnemis.models.protocols import Embedder
 from mnemis.store.sqlite import GraphStore
@@ -60,10 +70,15 @@ class BaseGraphBuilder:
             depends on the session alone, so a session shared by many LongMemEval haystacks is extracted
             once and replayed from the response cache (``experiments/scale/README.md``).
         entity_reflection_rounds / fact_reflection_rounds: "what did you miss?" rounds (0 = off).
-        max_candidates: existing entities (facts) shown per resolution (dedup) request.
+        max_candidates: candidates per extracted name (new fact) with ``per_item_candidates``, else
+            per resolution (dedup) request.
+        per_item_candidates: each name / fact keeps its own top ``max_candidates`` and a request shows
+            their union (Graphiti); False: an episode's items share ``max_candidates`` slots.
         min_name_similarity / min_fact_similarity: cosine floor for embedding candidates.
-        attribute_min_new_mentions: new mentions before an entity's summary is rewritten.
-        attribute_messages / attribute_facts: evidence shown per summary request.
+        attribute_refresh: ``"end"`` (summaries rewritten once per ingest call from sampled evidence) or
+            ``"episode"`` (after every episode, in order, cumulative: the paper).
+        attribute_min_new_mentions: (``"end"``) new mentions before an entity's summary is rewritten.
+        attribute_messages / attribute_facts: (``"end"``) evidence shown per summary request.
         max_tokens: reply budget per stage (defaults in ``DEFAULT_MAX_TOKENS``).
         temperature: sampling temperature of every call (0 = reproducible with the cache).
         embed_kinds: embedding kinds written at the end (() to skip).
@@ -81,8 +96,10 @@ class BaseGraphBuilder:
         entity_reflection_rounds: int = 1,
         fact_reflection_rounds: int = 1,
         max_candidates: int = 10,
+        per_item_candidates: bool = True,
         min_name_similarity: float = 0.5,
         min_fact_similarity: float = 0.5,
+        attribute_refresh: str = "end",
         attribute_min_new_mentions: int = 1,
         attribute_messages: int = 4,
         attribute_facts: int = 5,
@@ -97,12 +114,16 @@ class BaseGraphBuilder:
             raise ValueError("max_candidates must be >= 1")
         if context_scope not in ("group", "session"):
             raise ValueError(f"context_scope must be 'group' or 'session', got {context_scope!r}")
+        if attribute_refresh not in REFRESH_MODES:
+            raise ValueError(f"attribute_refresh must be one of {REFRESH_MODES}, got {attribute_refresh!r}")
         self.store, self.llm, self.embedder = store, llm, embedder
         self.context_window = context_window
         self.context_scope = context_scope
         self.entity_reflection_rounds = entity_reflection_rounds
         self.fact_reflection_rounds = fact_reflection_rounds
         self.max_candidates = max_candidates
+        self.per_item_candidates = per_item_candidates
+        self.attribute_refresh = attribute_refresh
         self.min_name_similarity = min_name_similarity
         self.min_fact_similarity = min_fact_similarity
         self.attribute_min_new_mentions = attribute_min_new_mentions
@@ -134,14 +155,18 @@ class BaseGraphBuilder:
         groups = list(by_group)
         self._extract(by_group, run.counters)
         self._resolve(by_group, run.counters)
-        self._facts(by_group, run.counters)
         delta: Counter = Counter()
-        refresh_attributes(
-            self.store, groups, self.llm, self.embedder, delta,
-            min_new_mentions=self.attribute_min_new_mentions, max_messages=self.attribute_messages,
-            max_facts=self.attribute_facts, max_tokens=self.max_tokens["entity_attributes"],
-            temperature=self.temperature,
-        )
+        if self.attribute_refresh == "episode":
+            embedded = embed_stale(self.store, groups, self.embedder)
+            if embedded:
+                delta["attributes.embedded"] = embedded
+        else:
+            refresh_attributes(
+                self.store, groups, self.llm, self.embedder, delta,
+                min_new_mentions=self.attribute_min_new_mentions, max_messages=self.attribute_messages,
+                max_facts=self.attribute_facts, max_tokens=self.max_tokens["entity_attributes"],
+                temperature=self.temperature,
+            )
         run.counters.update(delta)
         if self.embed_kinds:
             written = embed_missing(self.store, self.embedder, groups, kinds=self.embed_kinds)
@@ -198,45 +223,68 @@ class BaseGraphBuilder:
             raise RuntimeError(f"episode {e.id} is marked extracted but has no stored extraction")
         return EpisodeExtraction.from_json(data)
 
-    def _steps(self, stage: str, by_group: dict[str, list[Episode]]) -> tuple[dict[str, list[Episode]], int]:
+    def _resolve(self, by_group: dict[str, list[Episode]], counters: Counter) -> None:
+        """Step *i* = the *i*-th unfinished episode of every group: resolve its entities, then its facts,
+        then (``attribute_refresh="episode"``) its entities' summaries; each a batched call + a commit."""
+        stages = ["resolve", "facts"] + ([EPISODE_STAGE] if self.attribute_refresh == "episode" else [])
+        done = {g: {s: self.store.done(s, g) for s in stages} for g in by_group}
         queues = {}
         for g, eps in by_group.items():
-            done = self.store.done(stage, g)
-            todo = [e for e in eps if e.id not in done]
+            todo = [e for e in eps if any(e.id not in done[g][s] for s in stages)]
             if todo:
                 queues[g] = todo
-        return queues, max((len(q) for q in queues.values()), default=0)
+        if not queues:
+            return
+        n_steps = max(len(q) for q in queues.values())
+        entities = {g: GroupEntities(self.store, g, self.embedder) for g in queues}
+        facts = {g: GroupFacts(self.store, g, self.embedder) for g in queues}
+        context = {g: self._context(g) for g in queues} if EPISODE_STAGE in stages else {}
+        for i in progress(range(n_steps), total=n_steps, desc="resolve", enabled=self.show_progress):
+            step = [(g, q[i]) for g, q in queues.items() if i < len(q)]
+            todo = [(entities[g], e, self._load_extraction(e)) for g, e in step
+                    if e.id not in done[g]["resolve"]]
+            if todo:
+                delta: Counter = Counter()
+                outcomes = resolve_step(
+                    todo, self.llm, self.embedder, delta, max_candidates=self.max_candidates,
+                    min_similarity=self.min_name_similarity, max_tokens=self.max_tokens["resolve_entities"],
+                    temperature=self.temperature, per_item=self.per_item_candidates,
+                )
+                commit_resolution(self.store, entities, outcomes, delta)
+                counters.update(delta)
+            todo = [(facts[g], e, self._load_extraction(e), self._resolved(e)) for g, e in step
+                    if e.id not in done[g]["facts"]]
+            if todo:
+                delta = Counter()
+                outcomes = dedup_step(
+                    todo, self.llm, self.embedder, delta, max_candidates=self.max_candidates,
+                    min_similarity=self.min_fact_similarity, max_tokens=self.max_tokens["dedup_facts"],
+                    temperature=self.temperature, per_item=self.per_item_candidates,
+                )
+                commit_facts(self.store, outcomes, delta)
+                counters.update(delta)
+            if EPISODE_STAGE in stages:
+                evidence = [self._evidence(entities[g], facts[g], e, context[g][e.id]) for g, e in step
+                            if e.id not in done[g][EPISODE_STAGE]]
+                if evidence:
+                    delta = Counter()
+                    update_step(self.store, evidence, self.llm, delta,
+                                max_tokens=self.max_tokens["entity_attributes"], temperature=self.temperature)
+                    counters.update(delta)
 
-    def _resolve(self, by_group: dict[str, list[Episode]], counters: Counter) -> None:
-        queues, n_steps = self._steps("resolve", by_group)
-        states = {g: GroupEntities(self.store, g, self.embedder) for g in queues}
-        for i in progress(range(n_steps), total=n_steps, desc="resolve entities", enabled=self.show_progress):
-            items = [(states[g], q[i], self._load_extraction(q[i])) for g, q in queues.items() if i < len(q)]
-            delta: Counter = Counter()
-            outcomes = resolve_step(
-                items, self.llm, self.embedder, delta, max_candidates=self.max_candidates,
-                min_similarity=self.min_name_similarity, max_tokens=self.max_tokens["resolve_entities"],
-                temperature=self.temperature,
-            )
-            commit_resolution(self.store, states, outcomes, delta)
-            counters.update(delta)
+    def _resolved(self, e: Episode) -> list[str | None]:
+        resolved = self.store.get_meta(RESOLVED_KEY.format(e.id))
+        if resolved is None:
+            raise RuntimeError(f"episode {e.id} has no stored entity resolution")
+        return list(resolved)  # type: ignore[call-overload]
 
-    def _facts(self, by_group: dict[str, list[Episode]], counters: Counter) -> None:
-        queues, n_steps = self._steps("facts", by_group)
-        states = {g: GroupFacts(self.store, g, self.embedder) for g in queues}
-        for i in progress(range(n_steps), total=n_steps, desc="resolve facts", enabled=self.show_progress):
-            items = []
-            for g, q in queues.items():
-                if i < len(q):
-                    resolved = self.store.get_meta(RESOLVED_KEY.format(q[i].id))
-                    if resolved is None:
-                        raise RuntimeError(f"episode {q[i].id} has no stored entity resolution")
-                    items.append((states[g], q[i], self._load_extraction(q[i]), resolved))
-            delta: Counter = Counter()
-            outcomes = dedup_step(
-                items, self.llm, self.embedder, delta, max_candidates=self.max_candidates,
-                min_similarity=self.min_fact_similarity, max_tokens=self.max_tokens["dedup_facts"],
-                temperature=self.temperature,
-            )
-            commit_facts(self.store, outcomes, delta)
-            counters.update(delta)
+    def _evidence(self, ents: GroupEntities, facts: GroupFacts, e: Episode,
+                  previous: Sequence[Episode]) -> EpisodeEvidence:
+        """What the summary update of episode ``e`` shows: its mentioned entities and, per entity, the
+        facts this episode stated or repeated about it (with their validity period)."""
+        ids = [i for i in dict.fromkeys(self._resolved(e)) if i is not None]
+        about: dict[str, list[str]] = {}
+        for eid in ids:
+            rows = [facts.facts[f] for f in facts.by_entity.get(eid, [])]
+            about[eid] = [render_fact(f) for f in rows if e.id in f.episode_ids]
+        return EpisodeEvidence(ents.group_id, ents.entities, e, previous, ids, about)

@@ -6,6 +6,8 @@ A step takes the next pending episode of every group. Each extracted name resolv
 3. otherwise candidates are gathered inside the group (name-embedding cosine, BM25 on names, token
    prefixes such as "Mel" / "Melanie", fused by RRF); a name without candidates is new - no LLM;
 4. the rest: one ``resolve_entities`` request per episode, all episodes of the step in one ``generate``.
+   With ``per_item`` (the default, as Graphiti) every name gets its own top ``max_candidates`` and the
+   request shows their union; otherwise the names share ``max_candidates`` slots, filled round-robin.
 A merge is remembered as an alias so the same surface form later resolves without the LLM.
 """
 
@@ -116,8 +118,12 @@ def resolve_step(
     min_similarity: float = 0.5,
     max_tokens: int = 128,
     temperature: float = 0.0,
+    per_item: bool = True,
 ) -> list[ResolveOutcome]:
-    """Resolve the names of one episode per group (``items`` must hold distinct groups)."""
+    """Resolve the names of one episode per group (``items`` must hold distinct groups).
+
+    ``per_item``: each name keeps its own top ``max_candidates`` and the request lists their union;
+    False: the episode's names share ``max_candidates`` candidates (round-robin over their lists)."""
     outcomes: list[ResolveOutcome] = []
     queued: list[list[tuple[int, str]]] = []  # per item: (name index, name) needing candidates
     for state, ep, ext in items:
@@ -158,7 +164,7 @@ def resolve_step(
                 outcomes[i].resolved[j] = _create(state, outcomes[i], ep, name, vec)
                 stats["resolve.new_no_candidates"] += 1
         if ask:
-            union = round_robin(cand_lists, max_candidates)
+            union = round_robin(cand_lists, None if per_item else max_candidates)
             shown = [(state.entities[c].name, state.entities[c].summary) for c in union]
             requests.append(RESOLVE_ENTITIES.render(ep.content, [n for _, n, _ in ask], shown))
             asks.append((i, ask, union))

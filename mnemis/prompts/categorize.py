@@ -1,8 +1,8 @@
 """Category extraction for one layer of the hierarchy (REFERENCE §3.2–§3.4, our own wording).
 
 The model sees an indexed list of nodes of layer ``i-1`` (``k. name [tag, tag]``) and the categories
-already made at layer ``i``, and answers with assignments ``{"category": name, "indexes": [k, ...]}``;
-nodes are referred to by index only.
+already made at layer ``i`` (by name, or described as ``- name [tag, tag]: e.g. member, member``), and
+answers with assignments ``{"category": name, "indexes": [k, ...]}``; nodes are referred to by index only.
 Constraints (coverage, minimum children, no "and" names) are enforced again in code by
 ``mnemis.hierarchy.constraints``; the prompt only asks for them. The paper's ``prev_example`` (a
 sample of the layer below) is not sent: from layer 2 on, the listed nodes *are* that layer.
@@ -20,10 +20,12 @@ from mnemis.prompts.base import Prompt, bare_list_as, system, user
 
 
 class NodeView(NamedTuple):
-    """What the model sees of one node: its name and its tags."""
+    """What the model sees of one node: its name and its tags (for an existing category, optionally a
+    few of its members so far, which with the tags describe it)."""
 
     name: str
     tags: Sequence[str] = ()
+    members: Sequence[str] = ()
 
 
 class Assignment(BaseModel):
@@ -124,7 +126,12 @@ def _line(k: int, node: NodeView) -> str:
     return f"{k}. {node.name} [{tags}]"
 
 
-def categorize_v1(
+def _existing_line(c: NodeView) -> str:
+    line = f"- {c.name} [{', '.join(c.tags)}]" if c.tags else f"- {c.name}"
+    return line + (f": e.g. {', '.join(c.members)}" if c.members else "")
+
+
+def categorize_v2(
     nodes: Sequence[NodeView],
     layer: int,
     *,
@@ -135,7 +142,8 @@ def categorize_v1(
 ) -> list[dict[str, str]]:
     """Messages asking to assign ``nodes`` (numbered from 1) to categories of ``layer``.
 
-    ``existing``: categories already made at this layer (name and tags) to be reused; ``reask``: the
+    ``existing``: categories already made at this layer (name, tags and, when given, some members) to be
+    reused; ``reask``: the
     nodes were left out of an earlier answer and must now be placed.
     """
     parts: list[str] = []
@@ -145,7 +153,7 @@ def categorize_v1(
     if existing:
         parts.append(
             "Existing categories at this layer (reuse the exact name when a node fits):\n"
-            + "\n".join(f"- {c.name} [{', '.join(c.tags)}]" if c.tags else f"- {c.name}" for c in existing)
+            + "\n".join(_existing_line(c) for c in existing)
         )
     parts.append(_layer_guidance(layer, speaker))
     parts.append(
@@ -158,4 +166,4 @@ def categorize_v1(
     ]
 
 
-CATEGORIZE = Prompt("categorize", "v1", categorize_v1, Categorization)
+CATEGORIZE = Prompt("categorize", "v2", categorize_v2, Categorization)

@@ -1,4 +1,13 @@
-"""Entity summary and tags (REFERENCE §2.2 step 7; tags as in Mnemis: ≤5 descriptors of ≤3 words)."""
+"""Entity summary and tags (REFERENCE §2.2 step 7; tags as in Mnemis: ≤5 descriptors of ≤3 words).
+
+Two prompts share the stage ``entity_attributes`` (and its reply budget and schema):
+
+- ``ENTITY_ATTRIBUTES``: one rewrite from the previous summary and a sample of the entity's new
+  mentioning messages and facts (``ingest.attribute_refresh=end``, once per ``ingest`` call);
+- ``ENTITY_ATTRIBUTES_UPDATE``: the Graphiti/Mnemis update after each episode: the previous summary
+  and tags plus that one message (with its earlier context) and the facts it gave about the entity, so
+  the summary accumulates message by message (``ingest.attribute_refresh=episode``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +16,8 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from mnemis.prompts.base import Prompt, system, user
-from mnemis.prompts.extract_entities import short
+from mnemis.prompts.extract_entities import context_block, short
+from mnemis.types import Episode
 
 MAX_TAGS = 5
 TAG_WORDS = 3
@@ -54,3 +64,36 @@ def clean_tags(tags: Sequence[str]) -> list[str]:
 
 
 ENTITY_ATTRIBUTES = Prompt("entity_attributes", "v1", render_entity_attributes, EntityAttributes)
+
+
+UPDATE_SYSTEM = (
+    "You keep the entity profiles of a knowledge graph memory up to date, one message at a time. Rewrite "
+    "the entity's summary so that it keeps what the current summary says (unless the new message corrects "
+    "it) and adds what the CURRENT message and its facts say about the entity; nothing invented, at most "
+    f"{MAX_SUMMARY_CHARS} characters, so condense older details rather than drop them. Tags are up to 5 "
+    "short type or role descriptors of at most 3 words, e.g. 'Person', 'Pet dog', 'Art hobby'; keep the "
+    "current ones unless the message shows better ones. Reply with JSON only."
+)
+
+
+def render_entity_update(
+    name: str,
+    summary: str,
+    tags: Sequence[str],
+    episode: Episode,
+    previous: Sequence[Episode],
+    facts: Sequence[str],
+) -> list[dict[str, str]]:
+    """Messages updating ``name``'s ``summary`` and ``tags`` with what ``episode`` (after its earlier
+    messages ``previous``, shown as context) and its ``facts`` about the entity add. The messages come
+    first, so the requests for the entities of one episode share their prefix (prefix caching)."""
+    parts = [context_block(episode, previous), f"Entity: {name}", f"Current summary: {summary or '(none yet)'}"]
+    if tags:
+        parts.append(f"Current tags: {', '.join(tags)}")
+    if facts:
+        parts.append("Facts from the CURRENT message:\n" + "\n".join(f"- {f}" for f in facts))
+    parts.append("Task: write the updated summary and tags of the entity.")
+    return [system(UPDATE_SYSTEM), user("\n".join(parts))]
+
+
+ENTITY_ATTRIBUTES_UPDATE = Prompt("entity_attributes", "update-v1", render_entity_update, EntityAttributes)

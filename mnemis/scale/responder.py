@@ -34,6 +34,12 @@ def current_message(req: LLMRequest) -> str:
     return lines[i + 1]
 
 
+def entity_name(req: LLMRequest) -> str:
+    """The entity an ``entity_attributes`` prompt is about (its ``Entity:`` line)."""
+    line = next(ln for ln in user_text(req).splitlines() if ln.startswith("Entity: "))
+    return line.removeprefix("Entity: ")
+
+
 def section(req: LLMRequest, header: str) -> list[str]:
     """Items of the numbered list that follows the line ``header`` in the user message."""
     lines = user_text(req).splitlines()
@@ -77,7 +83,7 @@ def _rules(req: LLMRequest) -> dict[str, Any] | None:
         return {"decisions": [{"new": i, "duplicate_of": old.index(f) if f in old else -1, "contradicts": []}
                               for i, f in enumerate(new)]}
     if stage == "entity_attributes":
-        name = user_text(req).splitlines()[0].removeprefix("Entity: ")
+        name = entity_name(req)
         return {"summary": f"{name} comes up in the conversation.", "tags": ["Thing"]}
     return None
 

@@ -15,7 +15,11 @@ def test_categorize_renders_indexed_nodes_existing_and_guidance():
     msgs = CATEGORIZE.render(
         [NodeView("Dog", ["pet", "animal"]), NodeView("Oak", [])],
         1,
-        existing=[NodeView("Speaker", ()), NodeView("Pets", ["animals"])],
+        existing=[
+            NodeView("Speaker", ()),
+            NodeView("Pets", ["animals"]),
+            NodeView("Trees", ["plant"], ["Oak", "Elm"]),
+        ],
         min_children=3,
         speaker="Speaker",
     )
@@ -23,10 +27,11 @@ def test_categorize_renders_indexed_nodes_existing_and_guidance():
     sys, usr = msgs[0]["content"], msgs[1]["content"]
     assert "at least 3 nodes" in sys and '"and" or "&"' in sys and '{"assignments": [{"category"' in sys
     assert "Nodes:\n1. Dog [pet, animal]\n2. Oak []\n\n" in usr
-    assert "- Speaker\n- Pets [animals]" in usr
+    # an existing category may be described by its tags and some members
+    assert "- Speaker\n- Pets [animals]\n- Trees [plant]: e.g. Oak, Elm\n" in usr
     assert 'go into the existing category "Speaker"' in usr and "Layer 1:" in usr
     assert "from 1 to 2 must appear" in usr and "left without a category" not in usr
-    assert CATEGORIZE.key == "categorize@v1" and CATEGORIZE.stage == "categorize"
+    assert CATEGORIZE.key == "categorize@v2" and CATEGORIZE.stage == "categorize"
 
 
 def test_categorize_higher_layer_and_reask():

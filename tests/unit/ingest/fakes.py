@@ -11,7 +11,7 @@ import re
 from datetime import datetime, timedelta
 
 from mnemis.models.llm.base import LLMRequest
-from mnemis.scale.responder import current_message, section, user_text
+from mnemis.scale.responder import current_message, entity_name, section, user_text
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Episode
 
@@ -63,7 +63,7 @@ def rule_responder(req: LLMRequest) -> dict:
             out.append({"new": i, "match": match})
         return {"decisions": out}
     if stage == "entity_attributes":
-        name = user_text(req).splitlines()[0].removeprefix("Entity: ")
+        name = entity_name(req)
         n = user_text(req).count("\n- ")
         return {"summary": f"{name} is discussed ({n} items).", "tags": ["Thing", "Test entity"]}
     if stage == "dedup_facts":

@@ -59,8 +59,9 @@ def test_incremental_add_matches_bulk_structure(build):
     assert g1["facts"] == g2["facts"] and g1["mentions"] == g2["mentions"]
 
 
-def test_empty_text_episode_is_stored_without_extraction(build):
-    builder, backend, store = build(rule_responder)
+@pytest.mark.parametrize("refresh", ["end", "episode"])
+def test_empty_text_episode_is_stored_without_extraction(build, refresh):
+    builder, backend, store = build(rule_responder, attribute_refresh=refresh)
     eps = episodes("a", [("Melanie", "Hi Caroline"), ("Caroline", "   "), ("Melanie", "")])
     stats = builder.ingest(eps)
     assert len(store.episodes("a")) == 3
@@ -102,8 +103,9 @@ def bad_responder(req):
     raise AssertionError(s)
 
 
-def test_bad_replies_are_counted_not_raised(build):
-    builder, backend, store = build(bad_responder)
+@pytest.mark.parametrize("refresh", ["end", "episode"])
+def test_bad_replies_are_counted_not_raised(build, refresh):
+    builder, backend, store = build(bad_responder, attribute_refresh=refresh)
     eps = episodes("a", [("Melanie", "hello"), ("Jon", "hey"), ("Melanie", "again")])
     stats = builder.ingest(eps)
     c = stats.counters
