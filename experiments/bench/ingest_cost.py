@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,8 +69,10 @@ def main() -> None:
     t_engine = time.perf_counter() - t0
     store, stats, ledger = build(eps, db, backend, SentenceTransformerEmbedder("minilm", device="cpu"))
     report = cost_report(ledger, len(eps))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip() or None
     report.update({"measured": "prompt/completion tokens per episode and per stage of one uncached base-graph "
-                               "build (ledger of the LLM client)", "model": backend.model_id,
+                               "build (ledger of the LLM client)", "model": backend.model_id, "commit": commit,
                    "slice": {"group": args.group, "sessions": args.sessions, "turns": len(eps)},
                    "engine_start_s": round(t_engine, 1),
                    "build_s": round(time.perf_counter() - t0 - t_engine, 1),
