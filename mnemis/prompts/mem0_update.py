@@ -4,6 +4,8 @@ The LLM sees the candidate fact and the most similar stored memories, numbered f
 operation: ADD (a new memory), UPDATE (rewrite memory ``id`` so it also holds the new information),
 DELETE (memory ``id`` is contradicted by the fact) or NOOP (already known or not worth keeping).
 The paper uses a function-calling interface; we use a structured reply with the same fields.
+The ``maxLength`` bound on ``text`` steers constrained decoding only; the update stage trims a longer
+text and counts it, it never rejects the reply.
 
 ``operation`` is validated leniently (any string) so an unknown value is counted and treated as NOOP
 by the caller rather than failing the item; the JSON Schema still lists the four values, so backends
@@ -19,6 +21,7 @@ from pydantic import BaseModel, Field
 from mnemis.prompts.base import Prompt, system, user
 
 OPERATIONS = ("ADD", "UPDATE", "DELETE", "NOOP")
+MAX_MEMORY_CHARS = 600
 
 UPDATE_SYSTEM = (
     "You keep a memory store consistent. Compare a NEW FACT with the existing memories and choose one "
@@ -38,7 +41,8 @@ class MemoryOperation(BaseModel):
     operation: str = Field(json_schema_extra={"enum": list(OPERATIONS)},
                            description="ADD, UPDATE, DELETE or NOOP")
     id: int = Field(-1, description="number of the existing memory for UPDATE/DELETE, else -1")
-    text: str = Field("", max_length=600, description="memory text for ADD/UPDATE, else empty")
+    text: str = Field("", json_schema_extra={"maxLength": MAX_MEMORY_CHARS},
+                      description="memory text for ADD/UPDATE, else empty")
 
 
 def render_mem0_update(fact: str, time: str, memories: Sequence[str]) -> list[dict[str, str]]:
@@ -48,4 +52,4 @@ def render_mem0_update(fact: str, time: str, memories: Sequence[str]) -> list[di
     return [system(UPDATE_SYSTEM), user(body)]
 
 
-MEM0_UPDATE = Prompt("mem0_update", "v1", render_mem0_update, MemoryOperation)
+MEM0_UPDATE = Prompt("mem0_update", "v2", render_mem0_update, MemoryOperation)

@@ -1,4 +1,5 @@
-"""Mem0g: the graph variant of the Mem0 baseline (Mem0 paper §2.2).
+"""The ``graphiti`` Mem0g ablation (``graph_kind: graphiti``): a richer graph than Mem0g as published
+(:mod:`mnemis.baselines.mem0.triples`), one per conversation.
 
 Construction reuses the base-graph stages of :mod:`mnemis.ingest` unchanged (entity extraction with
 the speaker rule, typed relations as triples with validity times, entity resolution, and the

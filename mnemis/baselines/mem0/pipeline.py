@@ -2,11 +2,14 @@
 
 ``run_mem0(dataset, llm, embedder, cfg, work_dir)`` builds (or resumes) the memory of every group of
 ``dataset`` and returns one rendered context per question (``dataset.questions`` order) plus the raw
-retrieved contexts. Building is stepped like the Mnemis stages: step *i* takes the *i*-th pending
-message pair of every group and makes one ``generate`` for due summaries, one for extraction and one
-for all update decisions. The memory lives in ``<work_dir>/mem0.sqlite`` (``mem0g.sqlite`` holds the
-Mem0g graph); each step commits in one transaction, so a killed run resumes where it stopped.
-``evaluate_mem0`` adds the shared answerer, judges and metrics.
+retrieved contexts. A group's memory is one store (``per_speaker: false``) or one store per speaker
+(``per_speaker: true``, as the Mem0 LoCoMo evaluation keeps them: each speaker's store mines only that
+speaker's messages and is searched with its own top-``k``). Building is stepped like the Mnemis stages:
+step *i* takes the *i*-th pending message pair of every group and makes one ``generate`` for due
+summaries, one for the extraction of every store's facts and, per fact index, one for the update
+decisions of every store (Mem0g adds its graph stages to the same step). The memory lives in
+``<work_dir>/mem0.sqlite``; each step commits in one transaction, so a killed run resumes where it
+stopped. ``evaluate_mem0`` adds the shared answerer, judges and metrics.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from mnemis.baselines.mem0.extract import extract_facts, make_pairs, refresh_summaries, sorted_messages, summary_due
-from mnemis.baselines.mem0.search import render_memories, search_memories
+from mnemis.baselines.mem0.extract import (ExtractJob, Pair, extract_facts, make_pairs, refresh_summaries,
+                                           sorted_messages, speakers_of, summary_due)
+from mnemis.baselines.mem0.search import StoreRef, render_memories, search_memories
 from mnemis.baselines.mem0.store import Mem0Store
 from mnemis.baselines.mem0.update import GroupMemories, PairFacts, commit_update, update_step
 from mnemis.types import Dataset, Episode, RetrievedContext
@@ -27,7 +31,9 @@ from mnemis.types import Dataset, Episode, RetrievedContext
 log = logging.getLogger(__name__)
 STORE_FILE = "mem0.sqlite"
 GRAPH_FILE = "mem0g.sqlite"
-DEFAULT_MAX_TOKENS = {"mem0_extract": 384, "mem0_update": 192, "mem0_summary": 400, "query_entities": 128}
+DEFAULT_MAX_TOKENS = {"mem0_extract": 384, "mem0_update": 192, "mem0_summary": 400, "query_entities": 128,
+                      "mem0g_entities": 192, "mem0g_relations": 384, "mem0g_conflicts": 192}
+GRAPH_KINDS = ("triples", "graphiti")
 
 
 @dataclass
@@ -37,13 +43,19 @@ class Mem0Config:
     Attributes:
         m: earlier messages shown with each pair in the extraction prompt.
         s: similar memories shown with each candidate fact in the update prompt.
-        summary_every: messages between refreshes of the conversation summary (0 = no summary).
-        k: memories retrieved per question.
-        pair_size: messages per ingestion unit (2 = Mem0's message pair).
-        max_facts: candidate facts kept per pair.
+        summary_every: most messages between refreshes of the conversation summary (0 = no summary); it
+            is also refreshed whenever the ``m``-message window would not reach back to it.
+        k: memories retrieved per question from each store.
+        per_speaker: one memory store per speaker (the Mem0 LoCoMo evaluation) instead of one per group.
+        pair_size: messages per ingestion unit (2 = Mem0's message pair), cut inside sessions.
+        max_facts: candidate facts kept per pair (also the reply schema's ``maxItems``).
         graph: Mem0g (relations from the graph are added to the context).
+        graph_kind: "triples" (Mem0g as published: typed entity nodes, (source, relation, destination)
+            triples, soft invalidation) or "graphiti" (our richer ablation: the Mnemis base-graph stages,
+            relations with a fact sentence and validity dates).
         graph_k / graph_entity_k / graph_min_similarity / graph_include_invalid: relation retrieval.
-        graph_context_window: earlier messages shown by the base-graph extraction prompts.
+        graph_node_threshold: cosine from which an extracted entity reuses a stored node ("triples").
+        graph_context_window: earlier messages shown by the base-graph extraction prompts ("graphiti").
         max_tokens: reply budget per stage; temperature: sampling temperature of every call.
     """
 
@@ -51,13 +63,16 @@ class Mem0Config:
     s: int = 10
     summary_every: int = 20
     k: int = 10
+    per_speaker: bool = False
     pair_size: int = 2
     max_facts: int = 8
     graph: bool = False
+    graph_kind: str = "triples"
     graph_k: int = 10
     graph_entity_k: int = 5
     graph_min_similarity: float = 0.5
     graph_include_invalid: bool = True
+    graph_node_threshold: float = 0.9
     graph_context_window: int = 3
     max_tokens: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
     temperature: float = 0.0
@@ -70,6 +85,8 @@ class Mem0Config:
         if min(self.m, self.s, self.summary_every, self.k, self.graph_k) < 0 or self.pair_size < 1 \
                 or self.max_facts < 1:
             raise ValueError("mem0 settings must be non-negative (pair_size and max_facts >= 1)")
+        if self.graph_kind not in GRAPH_KINDS:
+            raise ValueError(f"mem0 graph_kind must be one of {GRAPH_KINDS}, got {self.graph_kind!r}")
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any] | Mem0Config | None) -> Mem0Config:
@@ -90,45 +107,74 @@ class Mem0Config:
         return "mem0g" if self.graph else "mem0"
 
 
-def build_mem0(episodes: Sequence[Episode], llm: Any, embedder: Any, cfg: Mem0Config, store: Mem0Store
-               ) -> dict[str, Counter]:
-    """Ingest ``episodes`` (any groups) pair by pair; resumes pairs already done. Returns counters per group."""
+def group_messages(episodes: Sequence[Episode]) -> dict[str, list[Episode]]:
     msgs: dict[str, list[Episode]] = {}
     for e in episodes:
         msgs.setdefault(e.group_id, []).append(e)
-    msgs = {g: sorted_messages(v) for g, v in msgs.items()}
+    return {g: sorted_messages(v) for g, v in msgs.items()}
+
+
+def store_layout(msgs: Mapping[str, Sequence[Episode]], per_speaker: bool) -> dict[str, list[StoreRef]]:
+    """The memory stores of each group: the group itself, or ``<group>::<speaker>`` per speaker."""
+    if not per_speaker:
+        return {g: [StoreRef(g)] for g in msgs}
+    return {g: [StoreRef(f"{g}::{sp}", sp) for sp in speakers_of(eps)] for g, eps in msgs.items()}
+
+
+def mines(ref: StoreRef, pair: Pair) -> bool:
+    """Whether store ``ref`` learns from ``pair`` (a speaker's store only from that speaker's messages)."""
+    return ref.speaker is None or ref.speaker in pair.speakers()
+
+
+def build_mem0(episodes: Sequence[Episode], llm: Any, embedder: Any, cfg: Mem0Config, store: Mem0Store,
+               graph: Any = None) -> dict[str, Counter]:
+    """Ingest ``episodes`` (any groups) pair by pair; resumes pairs already done. Returns counters per
+    store key (and per group for the summary). ``graph``: Mem0g's triple-graph builder, fed the same
+    extraction jobs at every step (:class:`mnemis.baselines.mem0.triples.TripleGraph`)."""
+    msgs = group_messages(episodes)
+    layout = store_layout(msgs, cfg.per_speaker)
+    done = {ref.key: store.done("pair", ref.key) for refs in layout.values() for ref in refs}
     queues = {}
     for g, eps in msgs.items():
-        done = store.done("pair", g)
-        todo = [p for p in make_pairs(eps, cfg.pair_size) if p.id not in done]
+        todo = [p for p in make_pairs(eps, cfg.pair_size)
+                if any(mines(ref, p) and p.id not in done[ref.key] for ref in layout[g])]
         if todo:
             queues[g] = todo
-    states = {g: GroupMemories(store, g) for g in queues}
+    states = {ref.key: GroupMemories(store, ref.key) for g in queues for ref in layout[g]}
     summaries = {g: store.summary(g) for g in queues}
-    totals: dict[str, Counter] = {g: Counter() for g in msgs}
+    totals: dict[str, Counter] = {}
     n_steps = max((len(q) for q in queues.values()), default=0)
-    log.info("mem0: %d message pairs in %d groups, %d steps", sum(map(len, queues.values())), len(queues), n_steps)
+    log.info("mem0: %d message pairs in %d groups (%d stores), %d steps", sum(map(len, queues.values())),
+             len(queues), len(states), n_steps)
     mt = cfg.max_tokens
     for i in range(n_steps):
         step = [(g, q[i]) for g, q in queues.items() if i < len(q)]
-        counters: dict[str, Counter] = {g: Counter() for g, _ in step}
+        counters: dict[str, Counter] = {}
         due = [(g, summaries[g][0], msgs[g][summaries[g][1]:p.start], p.start) for g, p in step
-               if summary_due(summaries[g][1], p, cfg.summary_every)]
+               if summary_due(summaries[g][1], p, cfg.summary_every, cfg.m)]
         refreshed = refresh_summaries(due, llm, counters, max_tokens=mt["mem0_summary"], temperature=cfg.temperature)
         summaries.update(refreshed)
-        jobs = [(p, summaries[g][0], msgs[g][max(0, p.start - cfg.m):p.start]) for g, p in step]
+        jobs = [ExtractJob(ref.key, p, summaries[g][0], msgs[g][max(0, p.start - cfg.m):p.start], ref.speaker)
+                for g, p in step for ref in layout[g] if mines(ref, p) and p.id not in done[ref.key]]
         facts = extract_facts(jobs, llm, counters, max_facts=cfg.max_facts, max_tokens=mt["mem0_extract"],
                               temperature=cfg.temperature)
-        items = [PairFacts(states[g], p.id, [e.id for e in p.messages], p.time, f) for (g, p), f in zip(step, facts)]
+        items = [PairFacts(states[j.store], j.pair.id, [e.id for e in j.pair.messages], j.pair.time, f)
+                 for j, f in zip(jobs, facts)]
         outcomes = update_step(items, llm, embedder, s=cfg.s, max_tokens=mt["mem0_update"],
                                temperature=cfg.temperature)
+        graph_change = graph.step(jobs, counters) if graph is not None else None
         with store.transaction():
             for g, (text, covered) in refreshed.items():
                 store.set_summary(g, text, covered)
-            commit_update(store, outcomes, counters)
+            if graph_change is not None:
+                graph.commit(graph_change)
+            commit_update(store, outcomes)
+            for key, c in counters.items():
+                store.bump(key, c)
         for out in outcomes:
-            totals[out.group_id].update(out.counters)
-            totals[out.group_id].update(counters[out.group_id])
+            totals.setdefault(out.group_id, Counter()).update(out.counters)
+        for key, c in counters.items():
+            totals.setdefault(key, Counter()).update(c)
     return totals
 
 
@@ -149,35 +195,70 @@ def run_mem0(dataset: Dataset, llm: Any, embedder: Any, cfg: Mapping[str, Any] |
     conf = Mem0Config.from_mapping(cfg)
     work = Path(work_dir)
     store = Mem0Store(work / STORE_FILE)
+    questions = list(dataset.questions)
+    layout = store_layout(group_messages(dataset.episodes), conf.per_speaker)
+    triples = conf.graph and conf.graph_kind == "triples"
     try:
-        build_mem0(dataset.episodes, llm, embedder, conf, store)
-        questions = list(dataset.questions)
-        retrieved = search_memories(store, embedder, questions, k=conf.k)
-        contexts = render_memories(store, retrieved)
-        stats: dict[str, Any] = {"memories": {g: store.count(g) for g in dataset.groups},
-                                 "deleted": {g: store.count(g, include_deleted=True) - store.count(g)
-                                             for g in dataset.groups},
-                                 "counters": {g: store.totals(g) for g in dataset.groups}}
+        graph = None
+        if triples:
+            from mnemis.baselines.mem0.triples import TripleGraph
+
+            graph = TripleGraph(store, llm, embedder, conf)
+        build_mem0(dataset.episodes, llm, embedder, conf, store, graph=graph)
+        retrieved = search_memories(store, embedder, questions, layout, k=conf.k)
+        extra = None
+        if graph is not None:
+            hits, extra = graph.search(questions, layout)
+            for ctx, h in zip(retrieved, hits):
+                ctx.facts += h
+                have = {e.id for e in ctx.episodes}
+                ctx.episodes += [e for e in graph.episode_hits(h) if e.id not in have]  # evidence recall
+        contexts = render_memories(store, retrieved, layout, extra=extra)
+        keys = {g: [g] + [r.key for r in layout.get(g, ()) if r.key != g] for g in dataset.groups}
+        stats: dict[str, Any] = {
+            "stores": {g: [r.key for r in layout.get(g, ())] for g in dataset.groups},
+            "memories": {g: sum(store.count(r.key) for r in layout.get(g, ())) for g in dataset.groups},
+            "deleted": {g: sum(store.count(r.key, include_deleted=True) - store.count(r.key)
+                               for r in layout.get(g, ())) for g in dataset.groups},
+            "counters": {g: dict(sum((Counter(store.totals(k)) for k in keys[g]), Counter())) for g in dataset.groups},
+        }
+        if graph is not None:
+            stats["graph"] = {"kind": "triples", "counts": {g: graph.counts([r.key for r in layout.get(g, ())])
+                                                            for g in dataset.groups}}
     finally:
         store.close()
-    if conf.graph:
-        from mnemis.baselines.mem0.graph import build_graph, render_relations, search_graph
-
-        graph, build_stats = build_graph(dataset.episodes, llm, embedder, work / GRAPH_FILE,
-                                         context_window=conf.graph_context_window, max_candidates=conf.s,
-                                         temperature=conf.temperature)
-        try:
-            hits = search_graph(graph, llm, embedder, questions, k=conf.graph_k, entity_k=conf.graph_entity_k,
-                                min_similarity=conf.graph_min_similarity, include_invalid=conf.graph_include_invalid,
-                                max_tokens=conf.max_tokens["query_entities"], temperature=conf.temperature)
-            for i, (q, h) in enumerate(zip(questions, hits)):
-                retrieved[i].facts += h
-                rel = render_relations(graph, q.group_id, h)
-                contexts[i] = f"Memories:\n{contexts[i] or '(none)'}\n\nRelations:\n{rel or '(none)'}"
-            stats["graph"] = {"build": build_stats, "facts": {g: graph.counts(g) for g in dataset.groups}}
-        finally:
-            graph.close()
+    if conf.graph and not triples:
+        contexts = _graphiti_relations(dataset, llm, embedder, conf, work, questions, retrieved, layout, stats)
     return Mem0Run(conf.method, contexts, retrieved, stats)
+
+
+def _graphiti_relations(dataset: Dataset, llm: Any, embedder: Any, conf: Mem0Config, work: Path,
+                        questions: list[Any], retrieved: list[RetrievedContext],
+                        layout: Mapping[str, Sequence[StoreRef]], stats: dict[str, Any]) -> list[str]:
+    """The "graphiti" Mem0g ablation: the Mnemis base-graph stages build one graph per group; its
+    relations (fact sentence and validity dates) are appended to the memories of each question."""
+    from mnemis.baselines.mem0.graph import build_graph, render_relations, search_graph
+
+    graph, build_stats = build_graph(dataset.episodes, llm, embedder, work / GRAPH_FILE,
+                                     context_window=conf.graph_context_window, max_candidates=conf.s,
+                                     temperature=conf.temperature)
+    try:
+        hits = search_graph(graph, llm, embedder, questions, k=conf.graph_k, entity_k=conf.graph_entity_k,
+                            min_similarity=conf.graph_min_similarity, include_invalid=conf.graph_include_invalid,
+                            max_tokens=conf.max_tokens["query_entities"], temperature=conf.temperature)
+        extra = []
+        for q, ctx, h in zip(questions, retrieved, hits):
+            ctx.facts += h
+            extra.append({"": render_relations(graph, q.group_id, h)})
+        stats["graph"] = {"kind": "graphiti", "build": build_stats,
+                          "facts": {g: graph.counts(g) for g in dataset.groups}}
+    finally:
+        graph.close()
+    store = Mem0Store(work / STORE_FILE)
+    try:
+        return render_memories(store, retrieved, layout, extra=extra)
+    finally:
+        store.close()
 
 
 def evaluate_mem0(dataset: Dataset, llm: Any, embedder: Any, cfg: Mapping[str, Any] | Mem0Config | None,

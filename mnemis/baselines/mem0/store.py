@@ -3,8 +3,11 @@
 Tables: ``memories`` (live and soft-deleted memories with their embedding), ``history`` (every
 decision, in order: operation, old text, new text, time), ``summaries`` (the running conversation
 summary of each group and how many messages it covers), ``progress`` (message pairs done) and
-``meta`` (cumulative counters per group). Every row carries ``group_id`` and every query filters by it.
-A DELETE only sets ``deleted = 1``; :meth:`Mem0Store.restore` brings a memory back from its history.
+``meta`` (cumulative counters per group), and Mem0g's triple graph: ``graph_nodes`` (typed entities)
+and ``graph_relations`` (``source -relation-> destination`` with the time it was stated and, once a later
+relation made it obsolete, ``invalid_at``). Every row carries ``group_id`` (a memory store key: the
+group, or ``<group>::<speaker>``) and every query filters by it. A DELETE only sets ``deleted = 1``;
+:meth:`Mem0Store.restore` brings a memory back from its history.
 """
 
 from __future__ import annotations
@@ -33,7 +36,46 @@ CREATE TABLE IF NOT EXISTS progress (
     group_id TEXT NOT NULL, stage TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (group_id, stage, key));
 CREATE TABLE IF NOT EXISTS meta (
     group_id TEXT NOT NULL, key TEXT NOT NULL, value INTEGER NOT NULL, PRIMARY KEY (group_id, key));
+CREATE TABLE IF NOT EXISTS graph_nodes (
+    group_id TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL,
+    dim INTEGER NOT NULL, embedding BLOB NOT NULL, PRIMARY KEY (group_id, id));
+CREATE TABLE IF NOT EXISTS graph_relations (
+    group_id TEXT NOT NULL, id TEXT NOT NULL, source_id TEXT NOT NULL, relation TEXT NOT NULL,
+    target_id TEXT NOT NULL, created_at TEXT NOT NULL, invalid_at TEXT, episode_ids TEXT NOT NULL DEFAULT '',
+    dim INTEGER NOT NULL, embedding BLOB NOT NULL, PRIMARY KEY (group_id, id));
 """
+
+
+@dataclass
+class Node:
+    """A Mem0g entity node: name, type (its label) and the L2-normalised name embedding."""
+
+    group_id: str
+    id: str
+    name: str
+    type: str
+    vec: np.ndarray
+
+
+@dataclass
+class Relation:
+    """A Mem0g edge ``source -relation-> target``; ``invalid_at`` is set (never deleted) once obsolete.
+    ``vec`` embeds the triple's text."""
+
+    group_id: str
+    id: str
+    source_id: str
+    relation: str
+    target_id: str
+    created_at: datetime
+    invalid_at: datetime | None
+    episode_ids: list[str]
+    vec: np.ndarray
+
+
+def _blob(v: np.ndarray) -> tuple[int, bytes]:
+    v = np.asarray(v, dtype=np.float32)
+    return int(v.shape[0]), v.tobytes()
 
 
 @dataclass
@@ -132,6 +174,30 @@ class Mem0Store(SQLiteFile):
             self.add_history([HistoryRow(group_id, self.next_seq(group_id), memory_id, "RESTORE", None, mem.text,
                                          when, last.pair_id, "", "")])
         return mem
+
+    # ---------------------------------------------------------------- Mem0g triple graph
+    def put_nodes(self, nodes: Sequence[Node]) -> None:
+        with self.transaction() as cur:
+            cur.executemany("INSERT OR REPLACE INTO graph_nodes VALUES (?,?,?,?,?,?)",
+                            [(n.group_id, n.id, n.name, n.type, *_blob(n.vec)) for n in nodes])
+
+    def nodes(self, group_id: str) -> list[Node]:
+        return [Node(g, i, name, typ, np.frombuffer(blob, dtype=np.float32).copy()) for g, i, name, typ, _d, blob
+                in self._rows("SELECT * FROM graph_nodes WHERE group_id=? ORDER BY rowid", (group_id,))]
+
+    def put_relations(self, relations: Sequence[Relation]) -> None:
+        with self.transaction() as cur:
+            cur.executemany("INSERT OR REPLACE INTO graph_relations VALUES (?,?,?,?,?,?,?,?,?,?)", [
+                (r.group_id, r.id, r.source_id, r.relation, r.target_id, r.created_at.isoformat(),
+                 r.invalid_at.isoformat() if r.invalid_at else None, "\x1f".join(r.episode_ids), *_blob(r.vec))
+                for r in relations])
+
+    def relations(self, group_id: str) -> list[Relation]:
+        """Every relation of ``group_id`` (valid and invalidated) in insertion order."""
+        return [Relation(g, i, s, rel, t, datetime.fromisoformat(c), datetime.fromisoformat(inv) if inv else None,
+                         [e for e in eps.split("\x1f") if e], np.frombuffer(blob, dtype=np.float32).copy())
+                for g, i, s, rel, t, c, inv, eps, _d, blob
+                in self._rows("SELECT * FROM graph_relations WHERE group_id=? ORDER BY created_at, id", (group_id,))]
 
     # ---------------------------------------------------------------- summaries, progress, meta
     def summary(self, group_id: str) -> tuple[str, int]:

@@ -1,11 +1,15 @@
 """Mem0 update phase: for each candidate fact, the ``s`` most similar memories and one LLM decision
-(ADD / UPDATE / DELETE / NOOP), applied in order and logged in the history table.
+(ADD / UPDATE / DELETE / NOOP), applied at once and logged in the history table.
 
-One :func:`update_step` handles the candidate facts of one message pair per group: one ``encode`` for
-the facts, one ``generate`` for every decision of every group, decisions applied per group in fact
-order, one ``encode`` for the new memory texts. Bad decisions (unknown operation, an id not in the list
-shown, an UPDATE/ADD without text, a target already deleted earlier in the step, a failed reply) are
-counted under ``bad.<reason>``, logged as NOOP with that reason, and never raise.
+The facts of one message pair are decided **in sequence** (the paper's Algorithm 1): fact *j* is shown
+the memories as fact *j-1* left them, new and rewritten memories already re-embedded, so two facts that
+update one memory both reach its text, and a fact never targets a memory deleted earlier in the pair.
+:func:`update_step` handles one message pair per memory store and stays batched across stores: round
+*j* makes one ``generate`` for the *j*-th fact of every store that has one, then one ``encode`` for the
+memories that round changed. Bad decisions (unknown operation, an id not in the list shown, an UPDATE
+without text, a failed reply) are counted under ``bad.<reason>``, logged as NOOP with that reason, and
+never raise; a memory text over ``MAX_MEMORY_CHARS`` is trimmed and counted (``update.text_trimmed``), one
+without a letter (only a date) counts as no text (``update.text_no_words``).
 """
 
 from __future__ import annotations
@@ -18,14 +22,16 @@ from typing import Any
 
 import numpy as np
 
+from mnemis.baselines.mem0.extract import clip
 from mnemis.baselines.mem0.store import HistoryRow, Mem0Store, Memory
 from mnemis.models.llm.base import LLMRequest, Sampling
-from mnemis.prompts.mem0_update import MEM0_UPDATE, OPERATIONS
+from mnemis.prompts.mem0_update import MAX_MEMORY_CHARS, MEM0_UPDATE, OPERATIONS
 from mnemis.types import normalize_name, stable_id
 
 
 class GroupMemories:
-    """The live memories of one group with their vectors (what retrieval during the update sees)."""
+    """The live memories of one memory store (``group_id`` = the store key) with their vectors (what
+    retrieval during the update sees)."""
 
     def __init__(self, store: Mem0Store, group_id: str) -> None:
         self.group_id = group_id
@@ -37,7 +43,7 @@ class GroupMemories:
 
     def similar(self, vec: np.ndarray, s: int) -> list[str]:
         """Ids of the ``s`` live memories closest to ``vec`` (cosine), best first."""
-        if self.dirty:  # rebuilt at most once per step: changes are applied after all lookups
+        if self.dirty:  # rebuilt after every applied decision round
             self._ids = [i for i, m in self.mem.items() if not m.deleted and m.vec.size]
             self._mat = np.stack([self.mem[i].vec for i in self._ids]) if self._ids else None
             self.dirty = False
@@ -81,6 +87,10 @@ def _record(out: UpdateOutcome, item: PairFacts, op: str, mid: str | None, old: 
         out.counters[f"bad.{reason}"] += 1
 
 
+def op_of(decision: Any) -> str:
+    return str(getattr(decision, "operation", "")).strip().upper()
+
+
 def apply_decision(out: UpdateOutcome, item: PairFacts, index: int, shown: Sequence[str], decision: Any) -> None:
     """Apply one decision for ``item.facts[index]`` to ``item.state`` and log it (see module docstring)."""
     fact, state = item.facts[index], item.state
@@ -88,8 +98,12 @@ def apply_decision(out: UpdateOutcome, item: PairFacts, index: int, shown: Seque
     if decision is None:
         _record(out, item, "NOOP", None, None, None, fact, "failed_reply")
         return
-    op = str(getattr(decision, "operation", "")).strip().upper()
-    text = " ".join(str(getattr(decision, "text", "") or "").split())
+    op = op_of(decision)
+    text, cut = clip(" ".join(str(getattr(decision, "text", "") or "").split()), MAX_MEMORY_CHARS)
+    out.counters["update.text_trimmed"] += int(cut and op in ("ADD", "UPDATE"))
+    if text and not any(ch.isalpha() for ch in text):  # e.g. only a date: no memory text (ADD keeps the fact)
+        out.counters["update.text_no_words"] += int(op in ("ADD", "UPDATE"))
+        text = ""
     target = getattr(decision, "id", -1)
     if op not in OPERATIONS:
         _record(out, item, "NOOP", None, None, None, fact, "unknown_op")
@@ -125,7 +139,7 @@ def apply_decision(out: UpdateOutcome, item: PairFacts, index: int, shown: Seque
         old = mem.text
         mem.text, mem.updated_at = text, item.time
         mem.episode_ids += [e for e in item.episode_ids if e not in mem.episode_ids]
-        mem.vec = np.zeros(0, dtype=np.float32)  # re-embedded at the end of the step
+        mem.vec = np.zeros(0, dtype=np.float32)  # re-embedded at the end of the round
         out.changed[mid] = mem
         _record(out, item, "UPDATE", mid, old, text, fact)
         return
@@ -143,38 +157,33 @@ def update_step(
     max_tokens: int = 192,
     temperature: float = 0.0,
 ) -> list[UpdateOutcome]:
-    """Decide and apply the update of every candidate fact of ``items`` (at most one item per group)."""
+    """Decide and apply the update of every candidate fact of ``items`` (at most one item per store):
+    one round per fact index, each one ``generate`` over all stores, see the module docstring."""
     if len({it.state.group_id for it in items}) != len(items):
-        raise ValueError("update_step takes at most one message pair per group")
+        raise ValueError("update_step takes at most one message pair per memory store")
     facts = [f for it in items for f in it.facts]
     vecs = embedder.encode(facts) if facts else np.zeros((0, 1), dtype=np.float32)
+    offsets = np.cumsum([0] + [len(it.facts) for it in items])
     sampling = Sampling(temperature=temperature, max_tokens=max_tokens)
-    requests, shown_lists = [], []
-    row = 0
-    for it in items:
-        when = it.time.strftime("%Y-%m-%d")
-        for f in it.facts:
-            shown = it.state.similar(vecs[row], s)
-            row += 1
-            shown_lists.append(shown)
-            texts = [it.state.mem[i].text for i in shown]
-            requests.append(LLMRequest(messages=MEM0_UPDATE.render(f, when, texts), schema=MEM0_UPDATE.schema,
-                                       sampling=sampling, stage=MEM0_UPDATE.stage))
-    results = llm.generate(requests) if requests else []
     outcomes = [UpdateOutcome(it.state.group_id, it.pair_id) for it in items]
-    k = 0
-    for it, out in zip(items, outcomes):
-        for j in range(len(it.facts)):
-            res = results[k]
+    for j in range(max((len(it.facts) for it in items), default=0)):
+        active = [i for i, it in enumerate(items) if j < len(it.facts)]
+        shown_lists = [items[i].state.similar(vecs[offsets[i] + j], s) for i in active]
+        requests = [LLMRequest(messages=MEM0_UPDATE.render(items[i].facts[j], items[i].time.strftime("%Y-%m-%d"),
+                                                           [items[i].state.mem[m].text for m in shown]),
+                               schema=MEM0_UPDATE.schema, sampling=sampling, stage=MEM0_UPDATE.stage)
+                    for i, shown in zip(active, shown_lists)]
+        results = llm.generate(requests)
+        changed: list[Memory] = []
+        for i, shown, res in zip(active, shown_lists, results):
+            out = outcomes[i]
             out.counters["tokens.prompt"] += res.prompt_tokens
             out.counters["tokens.completion"] += res.completion_tokens
-            apply_decision(out, it, j, shown_lists[k], res.parsed if res.ok else None)
-            k += 1
-    todo = [m for out in outcomes for m in out.changed.values() if m.vec.size == 0]
-    if todo:
-        new_vecs = embedder.encode([m.text for m in todo])
-        for m, v in zip(todo, new_vecs):
-            m.vec = np.asarray(v, dtype=np.float32)
+            apply_decision(out, items[i], j, shown, res.parsed if res.ok else None)
+            changed += [m for m in out.changed.values() if m.vec.size == 0]
+        if changed:  # embedded before the next round looks up similar memories
+            for m, v in zip(changed, embedder.encode([m.text for m in changed])):
+                m.vec = np.asarray(v, dtype=np.float32)
     return outcomes
 
 

@@ -3,96 +3,20 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
+from mem0_helpers import T0, Decider, block, episodes, live, make_llm, new_messages, stages, text_of
 
 from mnemis.baselines.mem0.extract import make_pairs
 from mnemis.baselines.mem0.graph import build_graph, render_relations, search_graph
-from mnemis.baselines.mem0.pipeline import Mem0Config, build_mem0, run_mem0
+from mnemis.baselines.mem0.pipeline import DEFAULT_MAX_TOKENS, Mem0Config, build_mem0, run_mem0
 from mnemis.baselines.mem0.store import Mem0Store
 from mnemis.models.embed import HashingEmbedder
-from mnemis.models.ledger import Ledger
 from mnemis.models.llm.base import LLMRequest
-from mnemis.models.llm.client import LLM
-from mnemis.models.llm.scripted import ScriptedBackend
-from mnemis.types import Dataset, Episode, Question
+from mnemis.types import Dataset, Question
 
-T0 = datetime(2023, 5, 8, 13, 0)
 _NUM = re.compile(r"^(\d+)\. (.*)$")
-
-
-def episodes(group: str, turns: list[tuple[str, str]]) -> list[Episode]:
-    return [Episode(group_id=group, id=f"{group}:D1:{i + 1}", source_id=f"D1:{i + 1}", name=f"m{i}", speaker=s,
-                    content=f"{s}: {t}", valid_at=T0 + timedelta(minutes=i), session=1, turn=i, position=i)
-            for i, (s, t) in enumerate(turns)]
-
-
-def text_of(req: LLMRequest) -> str:
-    return req.messages[-1]["content"]
-
-
-def block(req: LLMRequest, header: str) -> list[str]:
-    """Lines following the line starting with ``header`` up to the next blank line."""
-    lines = text_of(req).splitlines()
-    i = next(k for k, ln in enumerate(lines) if ln.startswith(header))
-    out = []
-    for ln in lines[i + 1:]:
-        if not ln.strip():
-            break
-        out.append(ln)
-    return out
-
-
-def new_messages(req: LLMRequest) -> list[str]:
-    """Message texts of the NEW MESSAGES block, without the speaker."""
-    return [ln.split(": ", 1)[1] for ln in block(req, "NEW MESSAGES")]
-
-
-def shown_memories(req: LLMRequest) -> list[str]:
-    return [m.group(2) for ln in block(req, "Existing memories:") if (m := _NUM.match(ln))]
-
-
-def new_fact(req: LLMRequest) -> str:
-    return block(req, "NEW FACT")[0]
-
-
-class Decider:
-    """Scripted Mem0 LLM: each message text is one fact; ``plan[fact]`` = (op, target memory text, text)."""
-
-    def __init__(self, plan: dict[str, tuple[str, str | None, str]] | None = None):
-        self.plan = plan or {}
-
-    def __call__(self, req: LLMRequest):
-        if req.stage == "mem0_extract":
-            return {"facts": [m for m in new_messages(req) if m]}
-        if req.stage == "mem0_summary":
-            return {"summary": "summary of " + "; ".join(block(req, "New messages"))}
-        if req.stage == "mem0_update":
-            fact, shown = new_fact(req), shown_memories(req)
-            if fact not in self.plan:
-                return {"operation": "ADD", "id": -1, "text": fact}
-            op, target, text = self.plan[fact]
-            if fact == "garbage":
-                return "this is not json"
-            idx = shown.index(target) if isinstance(target, str) else (target if target is not None else -1)
-            return {"operation": op, "id": idx, "text": text}
-        raise AssertionError(f"unexpected stage {req.stage}")
-
-
-def make_llm(responder) -> tuple[LLM, ScriptedBackend]:
-    backend = ScriptedBackend(responder)
-    return LLM(backend, max_retries=1, ledger=Ledger()), backend
-
-
-def stages(backend: ScriptedBackend) -> list[tuple[str, int]]:
-    return [(b[0].stage, len(b)) for b in backend.batches]
-
-
-def live(store: Mem0Store, g: str) -> list[str]:
-    return [m.text for m in store.memories(g)]
-
-
 CFG = Mem0Config(pair_size=1, summary_every=0, s=10)
 FOUR_OPS = [("Caroline", "Caroline lives in Boston"), ("Caroline", "Caroline has a dog"),
             ("Caroline", "Caroline's dog is named Max"), ("Caroline", "Caroline moved out of Boston"),
@@ -149,27 +73,28 @@ def test_delete_is_recoverable_from_history(tmp_path):
 
 def test_bad_operations_are_counted_noops(tmp_path):
     turns = [("Ann", "Ann likes tea"), ("Ann", "unknown op"), ("Ann", "bad id"), ("Ann", "empty update"),
-             ("Ann", "delete nothing"), ("Ann", "garbage"), ("Ann", "Ann likes tea")]
+             ("Ann", "delete nothing"), ("Ann", "garbage"), ("Ann", "Ann likes tea"), ("Ann", "date only")]
     plan = {"unknown op": ("MERGE", "Ann likes tea", "x"), "bad id": ("UPDATE", 7, "Ann likes coffee"),
             "empty update": ("UPDATE", "Ann likes tea", "  "), "delete nothing": ("DELETE", -1, ""),
-            "garbage": ("ADD", None, ""), "Ann likes tea": ("ADD", None, "Ann likes tea")}
+            "garbage": ("ADD", None, ""), "Ann likes tea": ("ADD", None, "Ann likes tea"),
+            "date only": ("ADD", None, "2023/05/08")}
     llm, _ = make_llm(Decider(plan))
     store = Mem0Store(tmp_path / "mem0.sqlite")
     build_mem0(episodes("g", turns), llm, HashingEmbedder(), CFG, store)
-    assert live(store, "g") == ["Ann likes tea"]
-    assert store.count("g", include_deleted=True) == 1
+    assert live(store, "g") == ["Ann likes tea", "date only"]  # a text without a word: the fact is kept instead
+    assert store.count("g", include_deleted=True) == 2
     totals = store.totals("g")
     assert {k: v for k, v in totals.items() if k.startswith("bad.")} == {
         "bad.unknown_op": 1, "bad.bad_id": 2, "bad.empty_text": 1, "bad.failed_reply": 1, "bad.duplicate_add": 1}
-    assert totals["op.NOOP"] == 6 and totals["op.ADD"] == 1
+    assert totals["op.NOOP"] == 6 and totals["op.ADD"] == 2 and totals["update.text_no_words"] == 1
     reasons = [h.reason for h in store.history("g")]
-    assert reasons == ["", "unknown_op", "bad_id", "empty_text", "bad_id", "failed_reply", "duplicate_add"]
+    assert reasons == ["", "unknown_op", "bad_id", "empty_text", "bad_id", "failed_reply", "duplicate_add", ""]
 
 
 def test_extracted_facts_are_cleaned_and_capped(tmp_path):
     def responder(req: LLMRequest):
         if req.stage == "mem0_extract":
-            assert text_of(req).count("NEW MESSAGES (sent 2023-05-08 13:00 to 2023-05-08 13:01):") == 1
+            assert block(req, "NEW MESSAGES") == ["[2023/05/08 (Mon) 13:00] Ann: hi", "[2023/05/08 (Mon) 13:01] Bob: yo"]
             return {"facts": ["1. Ann likes tea", "- ann likes  TEA", "2023-05-08 13:56", "", "Bob golfs",
                               "Bob sings", "Bob cooks"]}
         return {"operation": "ADD", "id": -1, "text": ""}
@@ -190,14 +115,15 @@ def test_summary_refreshed_at_configured_interval(tmp_path):
     store = Mem0Store(tmp_path / "mem0.sqlite")
     build_mem0(episodes("g", turns), llm, HashingEmbedder(), Mem0Config(pair_size=2, summary_every=4, m=3), store)
     seq = [s for s, _ in stages(backend)]
-    # 5 pairs starting at messages 0, 2, 4, 6, 8: refresh before the pairs starting at 4 and 8
-    assert seq == ["mem0_extract", "mem0_update", "mem0_extract", "mem0_update",
-                   "mem0_summary", "mem0_extract", "mem0_update", "mem0_extract", "mem0_update",
-                   "mem0_summary", "mem0_extract", "mem0_update"]
+    # 5 pairs starting at messages 0, 2, 4, 6, 8: refresh before the pairs starting at 4 and 8; each pair
+    # has 2 facts, decided in 2 rounds
+    assert seq == ["mem0_extract", "mem0_update", "mem0_update", "mem0_extract", "mem0_update", "mem0_update",
+                   "mem0_summary", "mem0_extract", "mem0_update", "mem0_update",
+                   "mem0_extract", "mem0_update", "mem0_update",
+                   "mem0_summary", "mem0_extract", "mem0_update", "mem0_update"]
     summaries = [b[0] for b in backend.batches_for("mem0_summary")]
-    assert text_of(summaries[0]).count("New messages (sent 2023-05-08 13:00 to 2023-05-08 13:03):") == 1
     assert block(summaries[0], "New messages") == [
-        "Ann: message number 0", "Bob: message number 1", "Ann: message number 2", "Bob: message number 3"]
+        f"[2023/05/08 (Mon) 13:0{i}] {s}: message number {i}" for i, s in enumerate(["Ann", "Bob", "Ann", "Bob"])]
     assert len(block(summaries[1], "New messages")) == 4
     assert "summary of" in block(summaries[1], "Previous summary:")[0]
     extracts = [b[0] for b in backend.batches_for("mem0_extract")]
@@ -215,11 +141,13 @@ def test_one_generate_per_step_across_groups_and_resume(tmp_path):
     llm, backend = make_llm(Decider())
     store = Mem0Store(tmp_path / "mem0.sqlite")
     build_mem0(eps, llm, HashingEmbedder(), Mem0Config(pair_size=2, summary_every=0), store)
-    # step 0: one pair of each group; step 1: only group a has a pair left
-    assert stages(backend) == [("mem0_extract", 2), ("mem0_update", 4), ("mem0_extract", 1), ("mem0_update", 1)]
+    # step 0: one pair of each group, its 2 facts decided in 2 rounds batched over both groups;
+    # step 1: only group a has a pair left
+    assert stages(backend) == [("mem0_extract", 2), ("mem0_update", 2), ("mem0_update", 2), ("mem0_extract", 1),
+                               ("mem0_update", 1)]
     assert [new_messages(r) for r in backend.batches[0]] == [["Ann likes tea", "Bob likes golf"],
                                                              ["Cy paints", "Di sings"]]
-    assert new_messages(backend.batches[2][0]) == ["Ann runs"]
+    assert new_messages(backend.batches[3][0]) == ["Ann runs"]
     assert sorted(live(store, "a")) == ["Ann likes tea", "Ann runs", "Bob likes golf"]
     assert sorted(live(store, "b")) == ["Cy paints", "Di sings"]
     assert all(m.group_id == "b" for m in store.memories("b"))
@@ -242,11 +170,12 @@ def test_run_mem0_retrieves_and_renders_with_timestamps(tmp_path):
         Mem0Config.from_mapping({"kk": 3})
     with pytest.raises(ValueError, match="unknown stages"):
         Mem0Config(max_tokens={"mem0_extrct": 3})
-    assert Mem0Config(max_tokens={"mem0_update": 7}).max_tokens == {
-        "mem0_extract": 384, "mem0_update": 7, "mem0_summary": 400, "query_entities": 128}
+    assert Mem0Config(max_tokens={"mem0_update": 7}).max_tokens == {**DEFAULT_MAX_TOKENS, "mem0_update": 7}
+    with pytest.raises(ValueError, match="graph_kind"):
+        Mem0Config(graph_kind="neo4j")
 
 
-# ------------------------------------------------------------------ Mem0g
+# ------------------------------------------------------------------ Mem0g, "graphiti" ablation
 _CAP = re.compile(r"\b[A-Z][a-z]+\b")
 
 
@@ -310,7 +239,8 @@ def test_run_mem0g_adds_relations_to_the_context(tmp_path):
         return graph_responder(req) if req.stage.startswith("mem0g_") else decider(req)
 
     llm, _ = make_llm(responder)
-    run = run_mem0(data, llm, HashingEmbedder(), {"graph": True, "k": 2, "summary_every": 0}, tmp_path)
+    run = run_mem0(data, llm, HashingEmbedder(), {"graph": True, "graph_kind": "graphiti", "k": 2, "summary_every": 0},
+                   tmp_path)
     assert run.method == "mem0g"
     memories, relations = run.contexts[0].split("\n\nRelations:\n")
     assert memories.startswith("Memories:\n[2023/05/08 (Mon) 13:0") and len(memories.splitlines()) == 3
