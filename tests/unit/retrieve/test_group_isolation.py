@@ -22,6 +22,7 @@ from s2_helpers import OverlapReranker, prompt_candidates, prompt_query
 
 from mnemis.baselines.full_context import full_context
 from mnemis.baselines.mem0.graph import relation_line, render_relations, search_graph
+from mnemis.baselines.mem0.pipeline import group_messages, store_layout
 from mnemis.baselines.mem0.search import memory_line, render_memories, search_memories
 from mnemis.baselines.mem0.store import Mem0Store, Memory
 from mnemis.baselines.rag import rag_contexts
@@ -85,6 +86,11 @@ class World:
         self.episodes: list[Episode] = []
         for g in GROUPS:
             self._add(g)
+        msgs = group_messages(self.episodes)  # Mem0 stores: one per group, or one per (group, speaker)
+        self.layouts = {"flat": store_layout(msgs, False), "per_speaker": store_layout(msgs, True)}
+        for g in GROUPS:
+            for ref in [r for layout in self.layouts.values() for r in layout[g]]:
+                self._memories(g, ref.key)
         embed_missing(self.store, self.emb, kinds=("episode", "entity_name", "entity_summary", "fact"))
         # the fixture itself must make groups distinguishable: no id and no line shared
         for a in GROUPS:
@@ -100,13 +106,8 @@ class World:
                for n, (spk, text, _) in enumerate(EPISODES)]
         self.store.upsert_episodes(eps)
         self.episodes += eps
-        mems = [Memory(g, f"mem_{hashlib.sha1(f'{g}/{n}'.encode()).hexdigest()[:10]}", text, t0, t0 + timedelta(days=n),
-                       False, [eps[n].id], np.asarray(self.emb.encode([text])[0], dtype=np.float32))
-                for n, text in enumerate(MEMORIES)]
-        self.mem0.put_memories(mems)
-        ids = {"episode": {e.id for e in eps}, "memory": {m.id for m in mems}, "entity": set(), "category": set(),
-               "fact": set()}
-        lines = {format_episode(e) for e in eps} | {memory_line(m) for m in mems}
+        ids = {"episode": {e.id for e in eps}, "memory": set(), "entity": set(), "category": set(), "fact": set()}
+        lines = {format_episode(e) for e in eps}
         if g != "bare":
             names = sorted({c for cats in TREE[1].values() for c in cats} | {"Melanie"})
             ents = [Entity(group_id=g, id=entity_id(g, n), name=n, tags=[n.split()[0].lower()],
@@ -136,6 +137,17 @@ class World:
             lines |= {relation_line(f, by_id) for f in facts}
         self.ids[g], self.lines[g] = ids, lines
 
+    def _memories(self, g: str, key: str) -> None:
+        """The same memory texts in every store; ids and timestamps (the group's year) differ."""
+        t0 = _t0(g)
+        eps = [e for e in self.episodes if e.group_id == g]
+        mems = [Memory(key, f"mem_{hashlib.sha1(f'{key}/{n}'.encode()).hexdigest()[:10]}", text, t0,
+                       t0 + timedelta(days=n), False, [eps[n].id], np.asarray(self.emb.encode([text])[0], np.float32))
+                for n, text in enumerate(MEMORIES)]
+        self.mem0.put_memories(mems)
+        self.ids[g]["memory"] |= {m.id for m in mems}
+        self.lines[g] |= {memory_line(m) for m in mems}
+
     # ------------------------------------------------------------------ checks
     def check_hits(self, ctx, g: str, where: str) -> None:
         assert ctx.group_id == g, where
@@ -145,7 +157,7 @@ class World:
             for h in getattr(ctx, field):
                 assert h.id in own, f"{where}: {field} hit {h.id!r} is not of group {g!r}"
 
-    def check_text(self, text: str, g: str, where: str, *, skip=("## ", "Memories:", "Relations:")) -> None:
+    def check_text(self, text: str, g: str, where: str, *, skip=("## ", "Memories", "Relations", "(none)")) -> None:
         for line in text.splitlines():
             if line and not line.startswith(skip):
                 assert line in self.lines[g], f"{where}: line {line!r} is not of group {g!r}"
@@ -243,11 +255,12 @@ def test_rag_and_full_context(world, qs):
 @PROPERTY
 @given(qs=questions)
 def test_mem0_and_mem0g_search(world, qs):
-    found = search_memories(world.mem0, world.emb, qs, k=3)
-    for q, ctx, text in zip(qs, found, render_memories(world.mem0, found)):
-        world.check_hits(ctx, q.group_id, "mem0")
-        world.check_text(text, q.group_id, "mem0 render")
-        assert len(ctx.facts) == 3 and len(text.splitlines()) == 3
+    for name, layout in world.layouts.items():
+        found = search_memories(world.mem0, world.emb, qs, layout, k=3)
+        for q, ctx, text in zip(qs, found, render_memories(world.mem0, found, layout)):
+            world.check_hits(ctx, q.group_id, f"mem0 {name}")
+            world.check_text(text, q.group_id, f"mem0 {name} render")
+            assert len(ctx.facts) == 3 * len(layout[q.group_id])  # k from each of the group's stores
     llm = LLM(ScriptedBackend(respond))
     for q, hits in zip(qs, search_graph(world.store, llm, world.emb, qs, k=3, min_similarity=-1.0)):
         own = world.ids[q.group_id]["fact"]
