@@ -38,6 +38,15 @@ def config_hash(plain: dict[str, Any], keys: list[str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def drop_fields(node: Any, drop: frozenset[str] | set[str]) -> Any:
+    """A copy of a plain config node without the keys in ``drop``, at any depth."""
+    if isinstance(node, dict):
+        return {k: drop_fields(v, drop) for k, v in node.items() if k not in drop}
+    if isinstance(node, list):
+        return [drop_fields(v, drop) for v in node]
+    return node
+
+
 def compose(overrides: list[str] | None = None, config_name: str = "config") -> Any:
     """Compose the config tree outside a Hydra app (tests, notebooks)."""
     from hydra import compose as hydra_compose

@@ -16,23 +16,42 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemis.config import build, config_hash, to_plain
+from mnemis.config import build, config_hash, drop_fields, to_plain
 from mnemis.data.load import load_dataset
+from mnemis.roles import check_roles, judge_specs, roles_summary, run_seeds
 from mnemis.scale.shard import restrict_dataset, sharded_address
 from mnemis.store import GraphStore
 from mnemis.types import Dataset, Question
 
 log = logging.getLogger(__name__)
 
-# Config sections whose values change what a build produces (the artifact address).
-BUILD_KEYS = ["dataset", "llm", "embedder", "ingest", "hierarchy", "prompts"]
+# Config sections whose values change what a build produces (the artifact address). The address also
+# covers the build-stage prompts (their text and schema, ``build_prompt_fingerprints``) and
+# BUILD_CODE_VERSION; fields that only say where files go or how progress is shown are left out, so
+# moving the response cache (paths.cache_dir) keeps the address.
+BUILD_KEYS = ["dataset", "llm", "embedder", "ingest", "hierarchy"]
+# Bump when the extraction / hierarchy logic changes what a build writes (prompts are hashed on their own).
+BUILD_CODE_VERSION = 2
+NOT_BUILD_FIELDS = frozenset({"cache_dir", "cache_mode", "show_progress"})
 GRAPH_METHODS = {"mnemis"}
 METHODS = ("mnemis", "rag", "full_context", "mem0", "mem0g")
 _MODELS: dict[str, Any] = {}  # process-level model cache (one engine per config, reused across multirun jobs)
 
 
+def build_view(plain: dict[str, Any], keys: Sequence[str] = BUILD_KEYS, *, prompts: str = "build") -> dict[str, Any]:
+    """What addresses a built memory: the build sections (without file locations), the prompt
+    fingerprints of ``prompts`` ("build" or "mem0") and the build code version."""
+    from mnemis.prompts.fingerprint import build_prompt_fingerprints, mem0_prompt_fingerprints
+
+    view = {k: drop_fields(plain.get(k), NOT_BUILD_FIELDS) for k in keys if k in plain}
+    view["prompts"] = build_prompt_fingerprints() if prompts == "build" else mem0_prompt_fingerprints()
+    view["build_code_version"] = BUILD_CODE_VERSION
+    return view
+
+
 def build_address(plain: dict[str, Any]) -> str:
-    return sharded_address(config_hash(plain, [k for k in BUILD_KEYS if k in plain]), plain)
+    view = build_view(plain)
+    return sharded_address(config_hash(view, sorted(view)), plain)
 
 
 def load_configured_dataset(plain: dict[str, Any]) -> Dataset:
@@ -51,17 +70,20 @@ def artifact_dir(plain: dict[str, Any]) -> Path:
 
 
 class Models:
-    """Builds each configured model on first use and keeps it for the process."""
+    """Builds each configured model on first use and keeps it for the process. LLM roles with the same
+    config share one engine (e.g. a judge slot set to ``${llm}``)."""
 
     def __init__(self, cfg: Any, plain: dict[str, Any]) -> None:
         self.cfg, self.plain = cfg, plain
+        self._llms: list[Any] = []
 
-    def _get(self, key: str, node: Any = None, plain: Any = None, **kwargs: Any) -> Any:
+    def _get(self, key: str, node: Any = None, plain: Any = None, ident_key: str | None = None,
+             **kwargs: Any) -> Any:
         if node is None:
             node, plain = self.cfg.get(key), self.plain.get(key)
         if node is None:
             raise ValueError(f"config has no `{key}` node; choose one, e.g. {key}=...")
-        ident = key + ":" + json.dumps(plain, sort_keys=True, default=str)
+        ident = (ident_key or key) + ":" + json.dumps(plain, sort_keys=True, default=str)
         if ident not in _MODELS:
             t0 = time.perf_counter()
             obj = build(node)
@@ -71,9 +93,29 @@ class Models:
             log.info("built %s in %.1f s", key, time.perf_counter() - t0)
         return _MODELS[ident]
 
+    def _llm_role(self, key: str, node: Any, plain: Any) -> Any:
+        obj = self._get(key, node, plain, ident_key="llm")
+        if not any(obj is o for o in self._llms):
+            self._llms.append(obj)
+        return obj
+
     @property
     def llm(self) -> Any:
-        return self._get("llm")
+        return self._llm_role("llm", self.cfg.get("llm"), self.plain.get("llm"))
+
+    def role(self, key: str) -> Any:
+        """The LLM of a role in ``mnemis.roles.ROLE_KEYS`` (its own config, or ``llm`` when null)."""
+        if self.plain.get(key) is None:
+            return self.llm
+        return self._llm_role(key, self.cfg.get(key), self.plain.get(key))
+
+    @property
+    def selector_llm(self) -> Any:
+        return self.role("selector_llm")
+
+    @property
+    def answer_llm(self) -> Any:
+        return self.role("answer_llm")
 
     @property
     def embedder(self) -> Any:
@@ -83,18 +125,31 @@ class Models:
     def reranker(self) -> Any:
         return self._get("reranker", embedder=self.embedder)
 
-    def judges(self, names: Sequence[str]) -> dict[str, Any]:
-        """``main`` is the run's LLM; any other name is a top-level ``judge_llms.<name>`` LLM config."""
+    def judges(self, specs: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """``{name: Judge}`` for ``judge_specs`` (run ``check_roles`` first for friendly errors)."""
+        from mnemis.eval.judge import Judge
+
         out = {}
-        for name in names:
-            if name == "main":
-                out[name] = self.llm
-                continue
-            node = (self.cfg.get("judge_llms") or {}).get(name)
-            if node is None:
-                raise ValueError(f"judge {name!r} has no config: add judge_llms.{name}=<an llm config node>")
-            out[name] = self._get(f"judge_llms.{name}", node, (self.plain.get("judge_llms") or {}).get(name))
+        for spec in judge_specs(self.plain) if specs is None else specs:
+            slot = spec["llm"]
+            if slot is None:
+                llm = self.llm
+            else:
+                node = (self.cfg.get("judge_llms") or {}).get(slot)
+                if node is None:
+                    raise ValueError(f"judge {spec['name']!r}: judge_llms.{slot} is empty")
+                llm = self._llm_role(f"judge_llms.{slot}", node, (self.plain.get("judge_llms") or {}).get(slot))
+            out[spec["name"]] = Judge(llm, spec["criterion"])
         return out
+
+    def ledger(self) -> Any:
+        """One ledger over every LLM this job used (roles sharing an engine counted once)."""
+        from mnemis.models.ledger import Ledger
+
+        total = Ledger()
+        for obj in self._llms:
+            total.merge(obj.ledger)
+        return total
 
     def built(self, key: str) -> bool:
         """Whether the model of this config node exists already (used to skip work without building it)."""
@@ -122,7 +177,7 @@ def run_build(plain: dict[str, Any], out: Path, models: Models | None = None) ->
     methods = list(plain.get("methods") or [])
     stages: dict[str, Any] = {}
     with GraphStore(path) as store:
-        store.set_meta("build_config", {k: plain.get(k) for k in BUILD_KEYS if k in plain})
+        store.set_meta("build_config", build_view(plain))
         store.upsert_episodes(data.episodes)
         store.upsert_questions(data.questions)
         if models is not None and (GRAPH_METHODS & set(methods) or "rag" in methods):
@@ -166,11 +221,14 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models) -> dict[str, Any]
     """Every configured method on the built memory: retrieve, answer, judge; then metrics and report."""
     from mnemis.eval.harness import evaluate_method, finalize_run
     from mnemis.eval.tracking import make_tracker
+    from mnemis.prompts.answer import answer_prompt_for
 
     data = load_configured_dataset(plain)
     methods = list(plain.get("methods") or [])
     judge_cfg = plain["judge"]
-    judges = models.judges(judge_cfg.get("judges") or ["main"])
+    judges = models.judges()
+    answer_cfg = plain.get("answer") or {}
+    seeds = run_seeds(plain)
     questions = list(data.questions)
     if not questions:
         raise SystemExit(f"mnemis {plain['command']}: the dataset slice has no questions (a question is kept only "
@@ -187,23 +245,31 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models) -> dict[str, Any]
         for method in methods:
             t0 = time.perf_counter()
             contexts, retrieved = _method_contexts(method, plain, store, data, questions, models, out, recall)
-            evaluate_method(
-                method=method, questions=questions, contexts=contexts, answer_llm=models.llm, judges=judges,
-                run_dir=out, retrieved=retrieved, seed=int(plain.get("seed", 0)), audit=audit,
-                answer_max_tokens=int(plain.get("answer", {}).get("max_tokens", 256)),
-                judge_max_tokens=int(judge_cfg.get("max_tokens", 200)),
-            )
+            for seed in seeds:  # retrieval once; answering and judging once per seed
+                evaluate_method(
+                    method=method, questions=questions, contexts=contexts, answer_llm=models.answer_llm,
+                    judges=judges, run_dir=out, retrieved=retrieved, seed=seed, audit=audit,
+                    answer_max_tokens=int(answer_cfg.get("max_tokens", 256)),
+                    answer_prompt=answer_prompt_for(answer_cfg, method),
+                    answer_temperature=float(answer_cfg.get("temperature") or 0.0),
+                    judge_max_tokens=int(judge_cfg.get("max_tokens", 200)),
+                )
             timings[method] = round(time.perf_counter() - t0, 2)
     if recall:
         _write(out / "recall.json", recall)
     _write(out / "timings.json", timings)
+    roles = roles_summary(plain)
+    roles["answer_prompts"] = {m: answer_prompt_for(answer_cfg, m).key for m in methods}
+    roles["seeds"] = seeds
+    _write(out / "roles.json", roles)
     len_cfg = judge_cfg.get("leniency") or {}
     boot = judge_cfg.get("bootstrap") or {}
     metrics = finalize_run(
-        out, ledger=models.llm.ledger, leniency_judges=judges if len_cfg.get("enabled") and data.name == "locomo" else None,
+        out, ledger=models.ledger(), leniency_judges=judges if len_cfg.get("enabled") and data.name == "locomo" else None,
         leniency_n=len_cfg.get("n"), leniency_path=len_cfg.get("path"),
         separate=tuple(judge_cfg.get("separate_categories") or ()), failed=judge_cfg.get("failed", "wrong"),
         n_boot=int(boot.get("n_boot", 1000)), seed=int(boot.get("seed", 0)), tracker=tracker,
+        headline=roles["headline_judge"],
     )
     tracker.finish()
     return {"metrics": metrics, "timings": timings, "report": str(out / "report.md")}
@@ -216,8 +282,9 @@ def _method_contexts(
     if method == "full_context":
         from mnemis.baselines.full_context import full_context
 
-        max_len = int(plain["llm"].get("backend", {}).get("max_model_len") or 8192)
-        fc = full_context(data.episodes, questions, max_model_len=max_len, llm=models.llm)
+        answer_node = plain.get("answer_llm") or plain["llm"]
+        max_len = int(answer_node.get("backend", {}).get("max_model_len") or 8192)
+        fc = full_context(data.episodes, questions, max_model_len=max_len, llm=models.answer_llm)
         _write(out / "full_context.json", fc.summary())
         return fc.contexts, None
     if method == "rag":
@@ -231,7 +298,8 @@ def _method_contexts(
     if method in ("mem0", "mem0g"):
         from mnemis.baselines.mem0.pipeline import run_mem0
 
-        work = artifact_dir(plain) / f"{method}-{config_hash(plain, [method])}"  # its settings address its memory
+        view = build_view(plain, [method], prompts="mem0")  # its settings and prompts address its memory
+        work = artifact_dir(plain) / f"{method}-{config_hash(view, sorted(view))}"
         run = run_mem0(data, models.llm, models.embedder, plain[method], work)
         _write(out / f"{method}_stats.json", run.stats)
         return run.contexts, run.retrieved
@@ -240,7 +308,7 @@ def _method_contexts(
     from mnemis.retrieve.pipeline import run_retrieval
 
     reranker = models.reranker if (plain["retrieval"].get("fusion") or {}).get("scorer") == "reranker" else None
-    res = run_retrieval(store, questions, plain["retrieval"], embedder=models.embedder, llm=models.llm,
+    res = run_retrieval(store, questions, plain["retrieval"], embedder=models.embedder, llm=models.selector_llm,
                         reranker=reranker)
     res.save(out)
     recall.update({f"mnemis/{k}": v for k, v in route_recall(store, questions, res.routes()).items()})
@@ -264,9 +332,11 @@ def print_summary(result: dict[str, Any]) -> None:
 
 def _headline(m: Any) -> str:
     try:
-        judge = next(iter(m["judges"].values()))
-        o = judge["raw"]["overall"]
-        return f"accuracy {o['accuracy']:.3f} on {o['total']} questions (judge {next(iter(m['judges']))})"
+        name = m.get("headline_judge") or next(iter(m["judges"]))
+        o = m["judges"][name]["raw"]["overall"]
+        f1 = (m.get("answer_scores") or {}).get("overall", {}).get("f1")
+        return (f"accuracy {o['accuracy']:.3f} on {o['total']} questions (judge {name})"
+                + (f", token F1 {f1:.3f}" if f1 is not None else ""))
     except (KeyError, TypeError, StopIteration, AttributeError):
         return json.dumps(m, default=str)[:200]
 
@@ -289,6 +359,8 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise SystemExit(f"mnemis {command}: methods={methods}: choose one or more of {list(METHODS)}")
+    if command in ("eval", "run"):
+        check_roles(plain)  # before any model loads
     _write(out / "config.json", plain)
     models = Models(cfg, plain)
     result: dict[str, Any] = {"command": command, "output_dir": str(out)}
@@ -298,7 +370,7 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     if command in ("eval", "run"):
         result["eval"] = run_eval(plain, out, models)
     elif models.built("llm"):
-        models.llm.ledger.save(out / "ledger.json")
+        models.ledger().save(out / "ledger.json")
     print_summary(result)
     print(f"outputs: {out}")
     return result

@@ -1,6 +1,6 @@
 """Paper tables from run dirs: our accuracy per category and overall beside the paper's value.
 
-    python experiments/paper/collect.py TABLE PATH... [--judge main] [--scoring raw|audited] [--out FILE]
+    python experiments/paper/collect.py TABLE PATH... [--judge NAME] [--scoring raw|audited] [--out FILE]
 
 TABLE is one of ``table1 table2 table4 table5 table6 table9`` (REFERENCE §8). Each PATH is a run dir
 (``config.json`` + ``metrics.json``) or any folder above run dirs, e.g. a multirun sweep dir. A run
@@ -230,14 +230,17 @@ def _score_table(metrics: Mapping[str, Any], judge: str | None, scoring: str) ->
     judges = metrics.get("judges") or {}
     if not judges:
         return None
-    name = next(iter(judges)) if judge is None else judge
+    if judge is None:  # the run's headline judge (paper mode: the generous criterion), else the first
+        name = metrics.get("headline_judge") if metrics.get("headline_judge") in judges else next(iter(judges))
+    else:
+        name = judge
     if name not in judges:
         return None
     entry = judges[name]
     return name, entry.get(scoring) or entry["raw"]
 
 
-def collect(table: Table, candidates: Sequence[Candidate], *, judge: str | None = "main",
+def collect(table: Table, candidates: Sequence[Candidate], *, judge: str | None = None,
             scoring: str = "raw") -> dict[str, Any]:
     """Rows of ``table`` filled from ``candidates``: ours (fractions), paper (%), run dir, duplicates."""
     rows = []
@@ -266,7 +269,7 @@ def to_markdown(result: Mapping[str, Any], base: Path | None = None) -> str:
     head = ["Setting", *(SHORT.get(c, c) for c in table.categories), "Overall", "Δ overall", "our 95% CI",
             "paper in CI", "n", "S2 fallbacks", "run"]
     lines = [f"### {table.title}", "",
-             f"Cells: ours (paper), %. Judge `{result['judge']}`, {result['scoring']} labels.", "",
+             f"Cells: ours (paper), %. Judge `{result['judge'] or 'headline'}`, {result['scoring']} labels.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     llms: list[str] = []
     dup: list[str] = []
@@ -303,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("table", choices=sorted(TABLES))
     ap.add_argument("paths", nargs="+", help="run dirs or folders above them (multirun dirs)")
-    ap.add_argument("--judge", default="main", help="judge name in metrics.json (default: main)")
+    ap.add_argument("--judge", default=None, help="judge name in metrics.json (default: each run's headline judge)")
     ap.add_argument("--scoring", default="raw", choices=("raw", "audited"),
                     help="raw = labels on the dataset's gold answers (the paper's scoring)")
     ap.add_argument("--out", type=Path, help="also write the Markdown table here")

@@ -1,4 +1,8 @@
-"""Answer every question from its rendered memory context in ONE batched ``generate()`` call."""
+"""Answer every question from its rendered memory context in ONE batched ``generate()`` call.
+
+The prompt is one of the registered answer prompts (``mnemis.prompts.answer``); a reasoning-first reply
+is cut to its final "Answer:" line (``extract_answer``) and the whole reply is kept in ``reply``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from mnemis.models.llm.base import LLMRequest, Sampling
-from mnemis.prompts.answer import ANSWER
+from mnemis.prompts.answer import ANSWER, extract_answer
 from mnemis.prompts.base import Prompt
 from mnemis.types import Question
 
@@ -22,6 +26,7 @@ class AnswerRecord(BaseModel):
     question_id: str
     group_id: str
     answer: str = ""
+    reply: str | None = None  # the whole reply when the answer was cut from it (reasoning first)
     error: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -53,8 +58,8 @@ def answer_questions(
         return []
     sampling = Sampling(temperature=temperature, max_tokens=max_tokens, seed=seed)
     requests = [
-        LLMRequest(messages=prompt.render(ctx, q.question, q.question_date), schema=prompt.schema,
-                   sampling=sampling, stage=STAGE)
+        LLMRequest(messages=prompt.render(ctx, q.question, q.question_date, category=q.category),
+                   schema=prompt.schema, sampling=sampling, stage=STAGE)
         for q, ctx in zip(questions, contexts)
     ]
     try:
@@ -65,14 +70,15 @@ def answer_questions(
         return [AnswerRecord(question_id=q.id, group_id=q.group_id, error=msg) for q in questions]
     out = []
     for q, res in zip(questions, results):
-        text = res.text.strip()
+        text, found = extract_answer(res.text)
         parsed = getattr(res, "parsed", None)
         if parsed is not None and hasattr(parsed, "answer"):
-            text = str(parsed.answer).strip()
+            text, found = str(parsed.answer).strip(), False
         error = res.error
         if error is None and not text:
             error = "empty answer"
         out.append(AnswerRecord(question_id=q.id, group_id=q.group_id, answer=text, error=error,
+                                reply=res.text if found else None,
                                 prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
                                 cached=res.cached))
     failed = sum(not a.ok for a in out)

@@ -5,7 +5,8 @@ Run-dir contract (every file is rewritten from scratch or replaced per method/se
 - ``questions.jsonl``: one :class:`~mnemis.eval.records.QuestionRecord` per (method, seed, question);
 - ``metrics.json``: ``{method: compute_metrics(...)}``; ``leniency.json``: ``judge_leniency(...)``;
 - ``ledger.json``: ``Ledger.to_dict()``; ``recall.json`` / ``hierarchy_metrics.json``: written by the
-  retrieval / hierarchy stages if they want them in the report;
+  retrieval / hierarchy stages if they want them in the report; ``roles.json``: the models by role
+  (written by the main job, ``mnemis.jobs``);
 - ``report.md`` + ``accuracy.png`` / ``recall.png`` / ``cost.png``: ``write_report(run_dir)``.
 """
 
@@ -21,6 +22,8 @@ from mnemis.eval.audit import apply_audit, audit_id, audited_labels, default_aud
 from mnemis.eval.judge import judge_answers
 from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, build_records, dump_json, read_records, \
     write_records
+from mnemis.prompts.answer import ANSWER
+from mnemis.prompts.base import Prompt
 from mnemis.types import Question, RetrievedContext
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,8 @@ def evaluate_method(
     answer_max_tokens: int = 256,
     judge_max_tokens: int = 200,
     flags: Sequence[Sequence[str]] | None = None,
+    answer_prompt: Prompt = ANSWER,
+    answer_temperature: float = 0.0,
 ) -> list[QuestionRecord]:
     """Answer (one batch), judge (one batch per judge), optionally audit, and store the records.
 
@@ -63,9 +68,13 @@ def evaluate_method(
             against the gold — or audited — evidence).
         audit: True (default audit file) or a path: LoCoMo questions get audited labels (only the
             answer-changed ones are re-judged) and audited evidence for recall.
+        judges: name -> ``mnemis.eval.judge.Judge`` (model + criterion) or a bare LLM.
+        answer_prompt / answer_temperature / seed: how the answers are sampled (one of
+            ``mnemis.prompts.answer.ANSWER_PROMPTS``; the seed matters only with a temperature above 0).
     Rows of ``questions.jsonl`` with the same (method, seed) are replaced; other rows are kept.
     """
-    answers = answer_questions(answer_llm, questions, contexts, max_tokens=answer_max_tokens, seed=seed)
+    answers = answer_questions(answer_llm, questions, contexts, max_tokens=answer_max_tokens, seed=seed,
+                               prompt=answer_prompt, temperature=answer_temperature)
     labels = judge_answers(judges, questions, answers, max_tokens=judge_max_tokens)
     audited, aud_labels, gold_questions = None, None, list(questions)
     if audit and any(audit_id(q) is not None for q in questions):
@@ -97,6 +106,7 @@ def finalize_run(
     n_boot: int = 1000,
     seed: int = 0,
     tracker: Any = None,
+    headline: str | None = None,
 ) -> dict[str, Any]:
     """Metrics, optional judge leniency, ledger, report and tracking for a run dir; returns the metrics."""
     from mnemis.eval.leniency import LENIENCY_FILE, default_stress_path, judge_leniency
@@ -105,7 +115,7 @@ def finalize_run(
 
     run = Path(run_dir)
     metrics = metrics_by_method(read_records(run / QUESTIONS_FILE), separate=separate, failed=failed,
-                                n_boot=n_boot, seed=seed)
+                                n_boot=n_boot, seed=seed, headline=headline)
     dump_json(run / "metrics.json", metrics)
     if leniency_judges:
         stress = Path(leniency_path) if leniency_path else default_stress_path()

@@ -1,8 +1,10 @@
 """LLM judges: one batched ``generate()`` per judge, several judges per run, and their agreement.
 
-The prompt per question is chosen from its category: LoCoMo categories use the LoCoMo judge, every
-other category (the LongMemEval question types) the LongMemEval judge. An empty or failed answer is
-WRONG without asking the judge; a judge reply that cannot be parsed gives ``None`` (a counted failure).
+A judge is a model plus a LoCoMo criterion (``Judge``; a bare LLM means the ``strict`` criterion).
+The prompt per question is chosen from its category: LoCoMo categories use the LoCoMo judge with the
+judge's criterion (``generous`` | ``strict``), every other category (the LongMemEval question types) the
+LongMemEval judge. An empty or failed answer is WRONG without asking the judge; a judge reply that
+cannot be parsed gives ``None`` (a counted failure).
 """
 
 from __future__ import annotations
@@ -10,17 +12,37 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import combinations
+from typing import Any
 
 from mnemis.eval.answer import AnswerRecord
 from mnemis.models.llm.base import LLMRequest, Sampling
-from mnemis.prompts.judge_locomo import JUDGE_LOCOMO
+from mnemis.prompts.judge_locomo import JUDGE_LOCOMO, LOCOMO_CRITERIA
 from mnemis.prompts.judge_longmemeval import JUDGE_LONGMEMEVAL
 from mnemis.types import Question
 
 log = logging.getLogger(__name__)
 LOCOMO_CATEGORIES = frozenset({"multi-hop", "temporal", "open-domain", "single-hop", "adversarial"})
 Label = bool | None
+DEFAULT_CRITERION = "strict"
+
+
+@dataclass(frozen=True)
+class Judge:
+    """One judge: its model and its LoCoMo grading criterion (a key of ``LOCOMO_CRITERIA``)."""
+
+    llm: Any
+    criterion: str = DEFAULT_CRITERION
+
+    def __post_init__(self) -> None:
+        if self.criterion not in LOCOMO_CRITERIA:
+            raise ValueError(f"judge criterion {self.criterion!r}: choose one of {sorted(LOCOMO_CRITERIA)}")
+
+
+def as_judge(obj: Any) -> Judge:
+    """A ``Judge`` from a judge or a bare LLM (strict criterion)."""
+    return obj if isinstance(obj, Judge) else Judge(obj)
 
 
 def _answer_text(answer: AnswerRecord | str | None) -> str:
@@ -31,16 +53,18 @@ def _answer_text(answer: AnswerRecord | str | None) -> str:
     return str(answer)
 
 
-def judge_messages(question: Question, answer: str, *, gold: str | None = None) -> list[dict[str, str]]:
-    """The judge prompt for one question (LoCoMo or LongMemEval by category); ``gold`` overrides the answer key."""
+def judge_messages(question: Question, answer: str, *, gold: str | None = None,
+                   criterion: str = DEFAULT_CRITERION) -> list[dict[str, str]]:
+    """The judge prompt for one question (LoCoMo with ``criterion``, or LongMemEval, by category);
+    ``gold`` overrides the answer key."""
     gold = question.answer if gold is None else gold
     if question.category in LOCOMO_CATEGORIES:
-        return JUDGE_LOCOMO.render(question.question, gold, answer, question.category)
+        return LOCOMO_CRITERIA[criterion].render(question.question, gold, answer, question.category)
     return JUDGE_LONGMEMEVAL.render(question.question, gold, answer, question.category, question.abstention)
 
 
 def judge_one_llm(
-    llm,
+    judge,
     questions: Sequence[Question],
     answers: Sequence[AnswerRecord | str | None],
     *,
@@ -48,7 +72,9 @@ def judge_one_llm(
     max_tokens: int = 200,
     stage: str = "judge",
 ) -> list[Label]:
-    """Labels from one judge model: True (CORRECT), False (WRONG) or None (judge failure)."""
+    """Labels from one judge (a ``Judge`` or a bare LLM): True (CORRECT), False (WRONG) or None (failure)."""
+    judge = as_judge(judge)
+    llm = judge.llm
     if len(questions) != len(answers):
         raise ValueError(f"{len(questions)} questions but {len(answers)} answers")
     labels: list[Label] = [None] * len(questions)
@@ -63,7 +89,8 @@ def judge_one_llm(
         return labels
     sampling = Sampling(temperature=0.0, max_tokens=max_tokens, seed=0)
     requests = [
-        LLMRequest(messages=judge_messages(questions[i], texts[i], gold=None if golds is None else golds[i]),
+        LLMRequest(messages=judge_messages(questions[i], texts[i], gold=None if golds is None else golds[i],
+                                           criterion=judge.criterion),
                    schema=JUDGE_LOCOMO.schema, sampling=sampling, stage=stage)
         for i in todo
     ]
@@ -90,7 +117,8 @@ def judge_answers(
     golds: Sequence[str] | None = None,
     max_tokens: int = 200,
 ) -> dict[str, list[Label]]:
-    """Labels per judge name, in question order; one batched ``generate`` per judge (stage ``judge:<name>``)."""
+    """Labels per judge name (values: ``Judge`` or bare LLMs), in question order; one batched ``generate``
+    per judge (stage ``judge:<name>``)."""
     return {name: judge_one_llm(llm, questions, answers, golds=golds, max_tokens=max_tokens,
                                 stage=f"judge:{name}")
             for name, llm in judges.items()}

@@ -3,7 +3,7 @@
 Each of LoCoMo's 1,540 category 1-4 questions comes with a ``wrong_specific`` answer (every fact
 shifted) and a ``wrong_vague`` one (on topic, commits to nothing). A judge's acceptance rate on them
 is its leniency, reported next to every score it gives. The widely used generous gpt-4o-mini judge
-accepts 10.6 % / 62.8 % (``REFERENCE_RATES``).
+accepts 10.6 % / 62.8 % (``REFERENCE_RATES``); the ``generous`` criterion is worded after it.
 """
 
 from __future__ import annotations
@@ -76,10 +76,11 @@ def judge_leniency(
 ) -> dict[str, Any]:
     """Acceptance rates of every judge on the wrong answers of ``n`` sampled questions (all if None).
 
-    One batched ``generate`` per judge covering every (question, kind) pair. Returns
-    ``{"n_questions", "seed", "judges": {name: {kind: {accepted, judged, failures, rate, reference_rate}}}}``.
+    One batched ``generate`` per judge covering every (question, kind) pair. Returns ``{"n_questions",
+    "seed", "judges": {name: {kind: {accepted, judged, failures, rate, reference_rate}}},
+    "criteria": {name: criterion}}`` (judges: ``mnemis.eval.judge.Judge`` objects or bare LLMs).
     """
-    from mnemis.eval.judge import judge_one_llm
+    from mnemis.eval.judge import as_judge, judge_one_llm
 
     chosen = sample_items(items if items is not None else load_stress(path), n, seed)
     questions, answers, tags = [], [], []
@@ -89,7 +90,8 @@ def judge_leniency(
             questions.append(q)
             answers.append(str(item[kind]))
             tags.append(kind)
-    result: dict[str, Any] = {"n_questions": len(chosen), "seed": seed, "judges": {}}
+    result: dict[str, Any] = {"n_questions": len(chosen), "seed": seed, "judges": {},
+                              "criteria": {name: as_judge(j).criterion for name, j in judges.items()}}
     for name, llm in judges.items():
         labels = judge_one_llm(llm, questions, answers, max_tokens=max_tokens, stage=f"leniency:{name}")
         result["judges"][name] = acceptance_rates(labels, tags)

@@ -2,7 +2,9 @@
 
 LoCoMo's headline covers categories 1-4; ``adversarial`` (category 5, correct = declining) is
 reported separately. LongMemEval's overall covers every question. A judge failure (label None) counts
-as WRONG by default (``failed="skip"`` leaves it out); failures are always counted.
+as WRONG by default (``failed="skip"`` leaves it out); failures are always counted. Beside the judges,
+``answer_scores`` holds token F1 and BLEU-1 (``mnemis.eval.answer_scores``), which no judge decides,
+with the same overall / per-category split.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from mnemis.eval.answer_scores import SCORES, answer_scores, mean_scores
 from mnemis.eval.records import QuestionRecord, as_record
 
 SEPARATE = ("adversarial",)
@@ -140,6 +143,36 @@ def seed_summary(records: Sequence[QuestionRecord], judge: str, *, audited: bool
     return {"seeds": seeds, "overall": mean_std([t["overall"]["accuracy"] for t in tables]), "by_category": by_cat}
 
 
+def scores_of(rec: QuestionRecord) -> dict[str, float]:
+    """The record's answer scores (computed from its answer and gold when an older record lacks them)."""
+    if all(k in rec.answer_scores for k in SCORES):
+        return rec.answer_scores
+    return answer_scores(rec.answer if rec.answer_error is None else "", rec.gold, rec.category)
+
+
+def answer_score_table(records: Sequence[QuestionRecord], *, separate: Sequence[str] = SEPARATE) -> dict[str, Any]:
+    """Mean F1 / BLEU-1 / LoCoMo F1: ``overall`` (categories not in ``separate``), ``by_category``, ``separate``."""
+    table: dict[str, Any] = {"overall": mean_scores(scores_of(r) for r in records if r.category not in separate),
+                             "by_category": {}, "separate": {}}
+    for cat in order_categories(r.category for r in records):
+        target = table["separate"] if cat in separate else table["by_category"]
+        target[cat] = mean_scores(scores_of(r) for r in records if r.category == cat)
+    return table
+
+
+def answer_score_seeds(records: Sequence[QuestionRecord], *, separate: Sequence[str] = SEPARATE) -> dict[str, Any]:
+    """Repeated runs: each answer score's overall and per-category means per seed, as mean ± std."""
+    seeds = sorted({r.seed for r in records})
+    tables = [answer_score_table([r for r in records if r.seed == s], separate=separate) for s in seeds]
+    cats = order_categories({c for t in tables for c in (*t["by_category"], *t["separate"])})
+    out: dict[str, Any] = {"seeds": seeds, "overall": {k: mean_std([t["overall"][k] for t in tables]) for k in SCORES},
+                           "by_category": {}}
+    for c in cats:
+        cells = [t["by_category"].get(c) or t["separate"].get(c) or {} for t in tables]
+        out["by_category"][c] = {k: mean_std([cell.get(k) for cell in cells]) for k in SCORES}
+    return out
+
+
 def judges_of(records: Sequence[QuestionRecord]) -> list[str]:
     names: list[str] = []
     for r in records:
@@ -155,9 +188,11 @@ def compute_metrics(
     n_boot: int = 1000,
     seed: int = 0,
     alpha: float = 0.05,
+    headline: str | None = None,
 ) -> dict[str, Any]:
     """Metrics of ONE method: per judge a ``raw`` table (and ``audited`` when audited labels exist),
-    seed mean ± std when several seeds are present, and judge agreement."""
+    seed mean ± std when several seeds are present, judge agreement, the answer scores, and
+    ``headline_judge`` (``headline`` when it judged these records, else the first judge)."""
     from mnemis.eval.judge import judge_agreement
 
     recs = [as_record(r) for r in records]
@@ -169,8 +204,12 @@ def compute_metrics(
         "n_groups": len({r.group_id for r in recs}),
         "seeds": seeds,
         "answer_failures": sum(r.answer_error is not None for r in recs),
+        "headline_judge": None,
         "judges": {},
+        "answer_scores": answer_score_table(recs, separate=separate),
     }
+    if len(seeds) > 1:
+        out["answer_scores_seeds"] = answer_score_seeds(recs, separate=separate)
     for judge in judges_of(recs):
         entry: dict[str, Any] = {"raw": accuracy_table(recs, judge, **kw)}
         if any(judge in r.audited_labels for r in recs):
@@ -179,7 +218,9 @@ def compute_metrics(
         if len(seeds) > 1:
             entry["seed_summary"] = seed_summary(recs, judge, separate=separate, failed=failed)
         out["judges"][judge] = entry
-    labels = {j: [r.labels.get(j) for r in recs] for j in judges_of(recs)}
+    names = judges_of(recs)
+    out["headline_judge"] = headline if headline in names else (names[0] if names else None)
+    labels = {j: [r.labels.get(j) for r in recs] for j in names}
     out["agreement"] = judge_agreement(labels) if len(labels) > 1 else {}
     return out
 

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mnemis.eval.answer import AnswerRecord
+from mnemis.eval.answer_scores import answer_scores
 from mnemis.types import Question, RetrievedContext
 
 QUESTIONS_FILE = "questions.jsonl"
@@ -27,7 +28,9 @@ class QuestionRecord(BaseModel):
     question: str
     gold: str
     answer: str = ""
+    reply: str | None = Field(None, description="the whole reply when the answer was cut from it")
     answer_error: str | None = None
+    answer_scores: dict[str, float] = Field(default_factory=dict, description="f1, bleu1, locomo_f1 vs the gold")
     labels: dict[str, bool | None] = Field(default_factory=dict, description="judge name -> CORRECT?")
     audited_gold: str | None = Field(None, description="corrected gold answer when the audit changed it")
     audited_labels: dict[str, bool | None] = Field(default_factory=dict, description="labels under the audit")
@@ -76,7 +79,8 @@ def build_records(
         aq = audited_questions[i] if audited_questions is not None else None
         out.append(QuestionRecord(
             method=method, seed=seed, question_id=q.id, group_id=q.group_id, category=q.category,
-            abstention=q.abstention, question=q.question, gold=q.answer, answer=a.answer, answer_error=a.error,
+            abstention=q.abstention, question=q.question, gold=q.answer, answer=a.answer, reply=a.reply,
+            answer_error=a.error, answer_scores=answer_scores(a.answer if a.ok else "", q.answer, q.category),
             labels={k: v[i] for k, v in labels.items()},
             audited_gold=aq.answer if aq is not None and aq.answer != q.answer else None,
             audited_labels={k: v[i] for k, v in (audited_labels or {}).items()},

@@ -3,6 +3,7 @@
 Inputs (all optional except one of the first two): ``questions.jsonl`` (records), ``metrics.json``
 (``{method: compute_metrics(...)}``; recomputed from the records when absent), ``ledger.json``
 (``Ledger.to_dict()`` or ``{method: Ledger.to_dict()}``), ``leniency.json`` (``judge_leniency``),
+``roles.json`` (which model answers, selects and judges, with each judge's criterion; ``mnemis.jobs``),
 ``recall.json`` (``{route: {"recall@10": x, "mrr": y, ...}}``, optionally nested under a method),
 ``hierarchy_metrics.json`` (a dict, or a list of per-group dicts).
 Outputs: ``report.md``, ``accuracy.png``, ``recall.png`` (if recall), ``cost.png`` (if ledger).
@@ -77,7 +78,70 @@ def _recall_leaves(obj: Any, prefix: str = "") -> dict[str, dict[str, float]]:
     return out
 
 
-def _accuracy_section(metrics: dict[str, Any], leniency: Mapping[str, Any]) -> list[str]:
+def _judge_label(judge: str, m: Mapping[str, Any], roles: Mapping[str, Any]) -> str:
+    spec = next((j for j in roles.get("judges", []) if j.get("name") == judge), None)
+    label = judge + (f" ({spec['criterion']})" if spec else "")
+    if m.get("headline_judge") == judge:
+        label = f"**{label}** headline"
+    if spec and spec.get("self_judged"):
+        label += " [self-judged]"
+    return label
+
+
+def _roles_section(roles: Mapping[str, Any]) -> list[str]:
+    if not roles:
+        return []
+    lines = ["## Models by role", "", "| role | model |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in (roles.get("roles") or {}).items()]
+    for m, key in (roles.get("answer_prompts") or {}).items():
+        lines.append(f"| answer prompt ({m}) | {key} |")
+    for j in roles.get("judges", []):
+        mark = " (headline)" if j.get("name") == roles.get("headline_judge") else ""
+        lines.append(f"| judge {j['name']}{mark}, criterion {j['criterion']} | {j['model']} via `{j['slot']}` |")
+    lines.append("")
+    selfj = [j["name"] for j in roles.get("judges", []) if j.get("self_judged")]
+    if selfj:
+        lines += [f"**Self-judged:** judge {', '.join(selfj)} is the model under test (the same model answers "
+                  "and grades), so its scores are not comparable with scores from an independent judge"
+                  + (" (the paper's judge was GPT-4.1-mini)." if roles.get("fidelity") == "paper" else "."), ""]
+    return lines
+
+
+def _score_cell(c: Mapping[str, Any] | None, key: str) -> str:
+    return "–" if not c or c.get(key) is None else f"{100 * c[key]:.1f}"
+
+
+def _answer_scores_section(metrics: dict[str, Any]) -> list[str]:
+    from mnemis.eval.answer_scores import SCORES
+
+    rows = [(m, t) for m, x in metrics.items() if (t := x.get("answer_scores"))]
+    if not rows:
+        return []
+    cats = order_categories({c for _, t in rows for c in t["by_category"]})
+    seps = order_categories({c for _, t in rows for c in t["separate"]})
+    head = ["method", "score", *cats, "overall", *seps]
+    lines = ["## Answer scores without a judge (%: token F1, BLEU-1, LoCoMo F1)", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m, t in rows:
+        for k in SCORES:
+            lines.append("| " + " | ".join([m, k, *(_score_cell(t["by_category"].get(c), k) for c in cats),
+                                            "**" + _score_cell(t["overall"], k) + "**",
+                                            *(_score_cell(t["separate"].get(c), k) for c in seps)]) + " |")
+    lines += ["", "f1 and bleu1 as the Mem0 evaluation computes them, locomo_f1 as the LoCoMo paper's "
+              "(mnemis.eval.answer_scores).", ""]
+    seeds = [(m, x["answer_scores_seeds"]) for m, x in metrics.items() if x.get("answer_scores_seeds")]
+    if seeds:
+        lines += ["| method | seeds | " + " | ".join(SCORES) + " |", "|---|---|" + "---|" * len(SCORES)]
+        for m, s in seeds:
+            cells = [f"{_pct(s['overall'][k]['mean'])} ± {_pct(s['overall'][k]['std'])}" for k in SCORES]
+            lines.append(f"| {m} | {len(s['seeds'])} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
+def _accuracy_section(metrics: dict[str, Any], leniency: Mapping[str, Any],
+                      roles: Mapping[str, Any] | None = None) -> list[str]:
+    roles = roles or {}
     cats: list[str] = []
     seps: list[str] = []
     for m in metrics.values():
@@ -94,7 +158,8 @@ def _accuracy_section(metrics: dict[str, Any], leniency: Mapping[str, Any]) -> l
                 t = j.get(scoring)
                 if not t:
                     continue
-                row = [method, judge, scoring + (f" ({t['n_changed']} changed)" if "n_changed" in t else ""),
+                row = [method, _judge_label(judge, m, roles),
+                       scoring + (f" ({t['n_changed']} changed)" if "n_changed" in t else ""),
                        *(_cell(t["by_category"].get(c)) for c in cats), "**" + _cell(t["overall"]) + "**",
                        *(_cell(t["separate"].get(c)) for c in seps), str(t.get("judge_failures", 0)),
                        _leniency_str(leniency, judge)]
@@ -104,10 +169,16 @@ def _accuracy_section(metrics: dict[str, Any], leniency: Mapping[str, Any]) -> l
     seeds = [(mth, jn, j["seed_summary"]) for mth, m in metrics.items() for jn, j in m.get("judges", {}).items()
              if "seed_summary" in j]
     if seeds:
-        lines += ["### Repeated runs (mean ± std over seeds)", "", "| method | judge | seeds | overall |", "|---|---|---|---|"]
+        cats_s = order_categories({c for _, _, s in seeds for c in s["by_category"]})
+        lines += ["### Repeated runs (accuracy %, mean ± std over seeds)", "",
+                  "| method | judge | seeds | " + " | ".join(cats_s) + " | overall |",
+                  "|---|---|---|" + "---|" * (len(cats_s) + 1)]
         for mth, jn, s in seeds:
             o = s["overall"]
-            lines.append(f"| {mth} | {jn} | {len(s['seeds'])} | {_pct(o['mean'])} ± {_pct(o['std'])} |")
+            cells = [f"{_pct(s['by_category'][c]['mean'])} ± {_pct(s['by_category'][c]['std'])}"
+                     if c in s["by_category"] else "–" for c in cats_s]
+            lines.append(f"| {mth} | {jn} | {len(s['seeds'])} | " + " | ".join(cells)
+                         + f" | {_pct(o['mean'])} ± {_pct(o['std'])} |")
         lines.append("")
     agree = [(mth, pair, a) for mth, m in metrics.items() for pair, a in (m.get("agreement") or {}).items()]
     if agree:
@@ -145,7 +216,8 @@ def _plot_accuracy(metrics: dict[str, Any], path: Path) -> bool:
         judges = m.get("judges", {})
         if not judges:
             continue
-        judge, j = next(iter(judges.items()))
+        judge = m.get("headline_judge") if m.get("headline_judge") in judges else next(iter(judges))
+        j = judges[judge]
         t = j["raw"]
         cells = {**t["by_category"], **t["separate"], "overall": t["overall"]}
         series.append((f"{method} ({judge})", cells))
@@ -258,7 +330,10 @@ def write_report(run_dir: str | Path) -> Path:
             raise FileNotFoundError(f"{run} has neither metrics.json nor {QUESTIONS_FILE}")
         metrics = metrics_by_method(read_records(qfile))
     metrics = _normalise_metrics(metrics)
-    leniency = (_load(run, "leniency.json") or {}).get("judges", {})
+    len_file = _load(run, "leniency.json") or {}
+    leniency = len_file.get("judges", {})
+    criteria = len_file.get("criteria", {})
+    roles = _load(run, "roles.json") or {}
     ledgers = _normalise_ledgers(_load(run, "ledger.json"))
     recall = _recall_leaves(_load(run, "recall.json") or {})
     hierarchy = _load(run, "hierarchy_metrics.json")
@@ -268,17 +343,22 @@ def write_report(run_dir: str | Path) -> Path:
         lines.append(f"- **{method}**: {m.get('n_questions', '?')} questions in {m.get('n_groups', '?')} groups, "
                      f"{m.get('answer_failures', 0)} failed answers, seeds {m.get('seeds', [0])}")
     lines.append("")
-    lines += _accuracy_section(metrics, leniency)
+    lines += _roles_section(roles)
+    lines += _accuracy_section(metrics, leniency, roles)
+    lines += _answer_scores_section(metrics)
     if _plot_accuracy(metrics, run / "accuracy.png"):
         lines += ["![accuracy](accuracy.png)", ""]
     if leniency:
         lines += ["## Judge leniency (acceptance of known-wrong answers, %)", "",
-                  "| judge | wrong_specific | wrong_vague | judged | failures |", "|---|---|---|---|---|"]
+                  "| judge | criterion | wrong_specific | wrong_vague | judged | failures |", "|---|---|---|---|---|---|"]
         for judge, j in leniency.items():
             ws, wv = j.get("wrong_specific") or {}, j.get("wrong_vague") or {}
-            lines.append(f"| {judge} | {_pct(ws.get('rate'))} | {_pct(wv.get('rate'))} | "
+            lines.append(f"| {judge} | {criteria.get(judge, '–')} | {_pct(ws.get('rate'))} | {_pct(wv.get('rate'))} | "
                          f"{ws.get('judged', 0) + wv.get('judged', 0)} | {ws.get('failures', 0) + wv.get('failures', 0)} |")
-        lines += ["| reference generous judge (gpt-4o-mini) | 10.6 | 62.8 | 3080 | – |", ""]
+        lines += ["| reference generous judge (gpt-4o-mini, Mem0 prompt) | generous | 10.6 | 62.8 | 3080 | – |", "",
+                  "A judge's leniency is the share of known-wrong answers it accepts: `wrong_specific` shifts every "
+                  "fact, `wrong_vague` stays on topic but commits to nothing. Compare each judge with the reference "
+                  "row before comparing its accuracy with published numbers.", ""]
     if recall:
         metric_names = list(dict.fromkeys(k for v in recall.values() for k in v))
         lines += ["## Retrieval (evidence recall)", "", "| route | " + " | ".join(metric_names) + " |",

@@ -14,7 +14,7 @@ import pytest
 
 from mnemis.baselines.full_context import full_context
 from mnemis.eval.answer import answer_questions
-from mnemis.eval.judge import judge_answers
+from mnemis.eval.judge import Judge, judge_answers
 from mnemis.eval.leniency import judge_leniency
 from mnemis.eval.metrics import metrics_by_method
 from mnemis.eval.records import build_records, dump_json, write_records
@@ -51,9 +51,12 @@ def test_answer_and_judge_locomo_with_smollm2(backend, locomo, tmp_path):
     # every failed verdict is a None label and a counted ledger failure; at most half may fail
     assert labels["smol"].count(None) == judge.failures <= 2
 
-    leniency = judge_leniency({"smol": llm}, n=2, seed=0, max_tokens=120)
-    for kind in leniency["judges"]["smol"].values():  # one wrong answer of each kind per question
-        assert kind["judged"] + kind["failures"] == 2 and kind["failures"] <= 1
+    leniency = judge_leniency({"smol": llm, "smol_generous": Judge(llm, "generous")}, n=2, seed=0, max_tokens=120)
+    assert leniency["criteria"] == {"smol": "strict", "smol_generous": "generous"}
+    assert llm.ledger.stage("leniency:smol_generous").batches == 1
+    for judge_kinds in leniency["judges"].values():  # one wrong answer of each kind per question, 2 questions
+        for kind in judge_kinds.values():
+            assert kind["judged"] + kind["failures"] == 2 and kind["failures"] <= 1
 
     run = tmp_path / "run"
     write_records(run / "questions.jsonl", build_records(questions, answers, labels, method="full_context"))
@@ -62,7 +65,7 @@ def test_answer_and_judge_locomo_with_smollm2(backend, locomo, tmp_path):
     dump_json(run / "leniency.json", leniency)
     llm.ledger.save(run / "ledger.json")
     text = write_report(run).read_text()
-    assert "| full_context | smol | raw |" in text and (run / "accuracy.png").stat().st_size > 0
+    assert "| full_context | **smol** headline | raw |" in text and (run / "accuracy.png").stat().st_size > 0
     assert (run / "cost.png").stat().st_size > 0
     print(json.dumps({"wall_s": round(time.perf_counter() - t0, 1), "answers": [a.answer for a in answers],
                       "labels": labels["smol"], "leniency": leniency["judges"]["smol"],

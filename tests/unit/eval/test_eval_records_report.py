@@ -71,7 +71,7 @@ def test_report_regenerates_from_files(tmp_path):
     text = report.read_text()
     for png in ("accuracy.png", "recall.png", "cost.png"):
         assert (run / png).stat().st_size > 1000
-    assert "| mnemis | j1 | raw |" in text and "| full_context | j2 | raw |" in text
+    assert "| mnemis | **j1** headline | raw |" in text and "| full_context | j2 | raw |" in text
     assert "audited (1 changed)" in text and "100.0 / 100.0" in text  # j1 leniency next to its scores
     assert "Repeated runs" in text and "Judge agreement" in text and "recall@10" in text
     assert "| run | answer | 12 | 5000 |" in text and "conv-0" in text and "adversarial" in text
@@ -84,7 +84,7 @@ def test_report_without_metrics_json(tmp_path):
     run, _ = _run_dir(tmp_path, with_metrics=False)
     (run / "recall.json").unlink()
     text = write_report(run).read_text()
-    assert "| mnemis | j1 | raw |" in text and not (run / "recall.png").exists()
+    assert "| mnemis | **j1** headline | raw |" in text and not (run / "recall.png").exists()
     with pytest.raises(FileNotFoundError):
         write_report(tmp_path / "empty")
 

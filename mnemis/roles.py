@@ -1,0 +1,125 @@
+"""Model roles of a run and the checks made before any model loads.
+
+``llm`` builds the memory; ``selector_llm`` (System-2 selection) and ``answer_llm`` fall back to it when
+null; each judge names its model slot under ``judge_llms`` (null = the run's ``llm``, the model under
+test) and its LoCoMo criterion. ``check_roles`` turns an unfillable role into a startup error naming
+the key; ``roles_summary`` is the ``roles.json`` the report shows (including which judges grade their
+own model's answers). ``run_seeds`` reads the ``seeds=[...]`` option.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mnemis.config import drop_fields
+
+log = logging.getLogger(__name__)
+NOT_MODEL_FIELDS = frozenset({"cache_dir", "cache_mode"})  # where replies are cached, not which model
+
+
+# Model roles besides the build model ``llm``: null falls back to ``llm``. Not build keys, so changing
+# them reuses the built memory.
+ROLE_KEYS = ("selector_llm", "answer_llm")
+
+
+def judge_specs(plain: dict[str, Any]) -> list[dict[str, Any]]:
+    """``judge.judges`` as ``[{name, llm, criterion}]``, headline first.
+
+    An entry is a mapping (``llm``: a ``judge_llms`` name, null = the run's ``llm``; ``criterion``: the
+    LoCoMo grading criterion) or a bare name (``main`` = the run's llm, any other = ``judge_llms.<name>``).
+    """
+    from mnemis.eval.judge import DEFAULT_CRITERION
+
+    out = []
+    for i, entry in enumerate((plain.get("judge") or {}).get("judges") or ["main"]):
+        if isinstance(entry, str):
+            entry = {"name": entry, "llm": None if entry == "main" else entry}
+        if not isinstance(entry, dict) or not entry.get("name"):
+            raise SystemExit(f"judge.judges[{i}]={entry!r}: give a name, or {{name, llm, criterion}}")
+        out.append({"name": str(entry["name"]), "llm": entry.get("llm"),
+                    "criterion": entry.get("criterion") or DEFAULT_CRITERION})
+    return out
+
+
+def check_roles(plain: dict[str, Any]) -> None:
+    """Fail before any model loads when a role cannot be filled: an unknown answer prompt or judge
+    criterion, a duplicate judge name, or a judge whose model slot ``judge_llms.<name>`` is empty.
+    Every message names the config key to set."""
+    from mnemis.prompts.answer import answer_prompt_for
+    from mnemis.prompts.judge_locomo import LOCOMO_CRITERIA
+
+    for method in plain.get("methods") or []:
+        try:
+            answer_prompt_for(plain.get("answer"), method)
+        except ValueError as exc:
+            raise SystemExit(f"mnemis {plain.get('command')}: {exc}") from None
+    slots = plain.get("judge_llms") or {}
+    seen: set[str] = set()
+    for i, spec in enumerate(judge_specs(plain)):
+        where = f"judge.judges[{i}] ({spec['name']})"
+        if spec["name"] in seen:
+            raise SystemExit(f"{where}: duplicate judge name")
+        seen.add(spec["name"])
+        if spec["criterion"] not in LOCOMO_CRITERIA:
+            raise SystemExit(f"{where}: criterion={spec['criterion']!r}; choose one of {sorted(LOCOMO_CRITERIA)}")
+        slot = spec["llm"]
+        if slot is not None and slots.get(slot) is None:
+            paper = " The paper judged every row with GPT-4.1-mini." if plain.get("fidelity") == "paper" else ""
+            raise SystemExit(
+                f"{where} is judged by judge_llms.{slot}, which is empty.{paper} Set it to an LLM config, e.g. "
+                f"`+llm@judge_llms.{slot}=openai_compat judge_llms.{slot}.backend.model=gpt-4.1-mini "
+                f"judge_llms.{slot}.backend.base_url=https://api.openai.com/v1 judge_llms.{slot}.backend.extra_body=null`, "
+                f"or judge with the model under test: `judge_llms.{slot}='${{llm}}'` (the report then says so)")
+
+
+def describe_llm(node: Any) -> str:
+    """A short name of an LLM config: ``<backend class>:<model>``."""
+    if not isinstance(node, dict):
+        return str(node)
+    backend = node.get("backend") or {}
+    cls = str(backend.get("_target_", node.get("_target_", "?"))).rsplit(".", 1)[-1]
+    model = backend.get("model")
+    return f"{cls}:{model}" if model else cls
+
+
+def _same_model(a: Any, b: Any) -> bool:
+    return a is not None and b is not None and drop_fields(a, NOT_MODEL_FIELDS) == drop_fields(b, NOT_MODEL_FIELDS)
+
+
+def roles_summary(plain: dict[str, Any]) -> dict[str, Any]:
+    """Which model plays which role (``roles.json``); ``self_judged`` marks a judge that is the model
+    under test (the same model as the answerer or the build llm)."""
+    build = plain.get("llm")
+    roles = {"llm": describe_llm(build)}
+    for key in ROLE_KEYS:
+        roles[key] = describe_llm(plain.get(key) or build) + ("" if plain.get(key) else " (= llm)")
+    answer = plain.get("answer_llm") or build
+    judges = []
+    for spec in judge_specs(plain):
+        node = build if spec["llm"] is None else (plain.get("judge_llms") or {}).get(spec["llm"])
+        judges.append({**spec, "model": describe_llm(node),
+                       "slot": "llm" if spec["llm"] is None else f"judge_llms.{spec['llm']}",
+                       "self_judged": _same_model(node, answer) or _same_model(node, build)})
+    return {"roles": roles, "judges": judges, "headline_judge": judges[0]["name"] if judges else None,
+            "fidelity": plain.get("fidelity")}
+
+
+def run_seeds(plain: dict[str, Any]) -> list[int]:
+    """``seeds`` (answer + judge once per seed; metrics give mean ± std), else ``[seed]``."""
+    seeds = plain.get("seeds")
+    if seeds is None:
+        return [int(plain.get("seed", 0))]
+    if isinstance(seeds, (int, str)) or not seeds:
+        raise SystemExit(f"seeds={seeds!r}: give a non-empty list such as seeds=[0,1,2]")
+    try:
+        out = [int(s) for s in seeds]
+    except (TypeError, ValueError):
+        raise SystemExit(f"seeds={seeds!r}: seeds must be integers") from None
+    if len(set(out)) != len(out):
+        raise SystemExit(f"seeds={seeds!r}: repeated seed")
+    temperature = float((plain.get("answer") or {}).get("temperature") or 0.0)
+    if len(out) > 1 and temperature == 0.0:
+        log.warning("seeds=%s with answer.temperature=0: greedy answers do not depend on the seed, so the "
+                    "spread over seeds measures nothing; set answer.temperature > 0", out)
+    return out

@@ -1,0 +1,94 @@
+"""Answer prompts: the registry and its config keys, what each prompt allows, and reading a
+reasoning-first reply."""
+
+from __future__ import annotations
+
+import pytest
+from eval_helpers import make_question, scripted_llm
+
+from mnemis.eval.answer import answer_questions
+from mnemis.prompts.answer import (
+    ANSWER,
+    ANSWER_MEM0,
+    ANSWER_PAPER,
+    ANSWER_PROMPTS,
+    NOT_MENTIONED,
+    answer_prompt,
+    answer_prompt_for,
+    extract_answer,
+)
+
+
+def _text(msgs):
+    return "\n".join(m["content"] for m in msgs)
+
+
+def test_registry_and_per_method_override():
+    assert ANSWER_PROMPTS == {"terse": ANSWER, "paper": ANSWER_PAPER, "mem0": ANSWER_MEM0}
+    cfg = {"prompt": "paper", "prompt_by_method": {"mem0": "mem0", "mem0g": "mem0"}}
+    assert answer_prompt_for(cfg, "mnemis") is ANSWER_PAPER and answer_prompt_for(cfg, "rag") is ANSWER_PAPER
+    assert answer_prompt_for(cfg, "mem0") is ANSWER_MEM0 and answer_prompt_for(cfg, "mem0g") is ANSWER_MEM0
+    assert answer_prompt_for({}, "mnemis") is ANSWER and answer_prompt_for(None, "rag") is ANSWER
+    with pytest.raises(ValueError, match=r"answer\.prompt='long'"):
+        answer_prompt("long")
+    with pytest.raises(ValueError, match=r"answer\.prompt_by_method\.mem0='official'"):
+        answer_prompt_for({"prompt": "paper", "prompt_by_method": {"mem0": "official"}}, "mem0")
+    assert len({p.key for p in ANSWER_PROMPTS.values()}) == 3  # distinct cache / ledger identities
+
+
+def test_terse_keeps_its_rules_for_every_category():
+    for cat in ("open-domain", "adversarial", None):
+        t = _text(ANSWER.render("[2023/05/08 (Mon) 13:56] Ann: hi", "Who said hi?", None, category=cat))
+        assert "assumes something the memories do not support" in t and NOT_MENTIONED in t
+        assert "Do not guess" in t and t.rstrip().endswith("Answer:")
+
+
+def test_paper_prompt_reasons_first_allows_inference_and_declines_only_for_adversarial():
+    q = "What would Caroline's political leaning likely be?"
+    t = _text(ANSWER_PAPER.render("[2023/05/08 (Mon) 13:56] Caroline: I marched for equal rights", q, None,
+                                  category="open-domain"))
+    assert "First reason over the memories" in t and "'Answer:'" in t
+    assert "would, might, could or is likely to be" in t and "common knowledge" in t
+    assert "premise" not in t and "Do not guess" not in t  # no premise rule for categories 1-4
+    assert "Caroline: I marched" in t and q in t
+    adv = _text(ANSWER_PAPER.render("ctx", "When did Melanie adopt a dog?", None, category="adversarial"))
+    assert "premise" in adv and f"Answer: {NOT_MENTIONED}" in adv
+
+
+def test_mem0_prompt_short_recent_timestamps():
+    t = _text(ANSWER_MEM0.render("- Ann moved to Oslo (2023-05-08)", "Where does Ann live?", None, category="single-hop"))
+    assert "most recent" in t and "timestamp" in t and "at most six words" in t and "'Answer:" in t
+    assert "premise" not in t
+
+
+@pytest.mark.parametrize("reply,answer,found", [
+    ("Memories from 7 May mention the trip.\nThe trip was the week before.\nAnswer: 30 April 2023",
+     "30 April 2023", True),
+    ("Let's analyze the timeline.\n**Answer:** Sweden", "Sweden", True),
+    ("reasoning\n### Final answer: Paris and Rome\nWould you like more?", "Paris and Rome\nWould you like more?", True),
+    ("<think>hmm, Answer: wrong</think>Answer: right", "right", True),
+    ("Answer: first draft\nOn reflection...\nAnswer: second", "second", True),
+    ("Answer:\nLikely liberal", "Likely liberal", True),
+    ("Sweden. She moved there in 2019.", "Sweden. She moved there in 2019.", False),
+    ("The answer: is not a marker line", "The answer: is not a marker line", False),
+    ("reasoning cut before its answer line", "reasoning cut before its answer line", False),
+    ("reasoning\nAnswer:   ", "reasoning\nAnswer:", False),
+    ("", "", False),
+])
+def test_extract_answer(reply, answer, found):
+    assert extract_answer(reply) == (answer, found)
+
+
+def test_reasoning_first_reply_is_cut_and_kept():
+    replies = {"q0": "Ann went to Paris on 7 May (memory 2).\nAnswer: Paris", "q1": "Paris"}
+
+    def responder(req):
+        return replies["q0" if "person 0" in req.messages[-1]["content"] else "q1"]
+
+    llm, backend = scripted_llm(responder)
+    qs = [make_question(0), make_question(1, category="adversarial")]
+    out = answer_questions(llm, qs, ["ctx a", "ctx b"], prompt=ANSWER_PAPER, max_tokens=512)
+    assert [a.answer for a in out] == ["Paris", "Paris"]
+    assert out[0].reply == replies["q0"] and out[1].reply is None
+    reqs = backend.batches[0]
+    assert "premise" not in reqs[0].messages[0]["content"] and "premise" in reqs[1].messages[0]["content"]
