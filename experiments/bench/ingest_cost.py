@@ -2,16 +2,20 @@
 
 The cost measurement of the README (``test_base_graph_cpu.py`` imports its helpers)::
 
-    HF_HUB_OFFLINE=1 python experiments/bench/ingest_cost.py --sessions 1 2 --out runs/ingest_cost.json
+    HF_HUB_OFFLINE=1 python experiments/bench/ingest_cost.py --sessions 1 2
 
-Defaults: SmolLM2-135M through vLLM on CPU (``gpu_memory_utilization=0.15``), MiniLM embeddings, a fresh
-response cache (so the ledger counts every token the model really read).
+writes ``experiments/results/ingest_cost.json``. Defaults: SmolLM2-135M through vLLM on CPU
+(``gpu_memory_utilization=0.15``, eager mode), MiniLM embeddings, no response cache (so the ledger counts
+every token the model really read). A 135M model extracts few facts, so the later stages (resolution,
+fact dedup) read short lists: the figure is a lower bound of what a capable model costs per episode.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,7 +54,7 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--turns", type=int, default=None, help="only the first N turns of the slice")
     ap.add_argument("--workdir", default="runs/ingest-cost")
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--out", default="experiments/results/ingest_cost.json", help="JSON written here ('' = none)")
     args = ap.parse_args()
 
     from mnemis.models.embed import SentenceTransformerEmbedder
@@ -61,18 +65,24 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     db = work / f"memory-{int(time.time())}.sqlite"
     t0 = time.perf_counter()
-    backend = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=4096)
+    backend = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=4096, enforce_eager=True)
     t_engine = time.perf_counter() - t0
     store, stats, ledger = build(eps, db, backend, SentenceTransformerEmbedder("minilm", device="cpu"))
     report = cost_report(ledger, len(eps))
-    report.update({"slice": {"group": args.group, "sessions": args.sessions, "turns": len(eps)},
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip() or None
+    report.update({"measured": "prompt/completion tokens per episode and per stage of one uncached base-graph "
+                               "build (ledger of the LLM client)", "model": backend.model_id, "commit": commit,
+                   "slice": {"group": args.group, "sessions": args.sessions, "turns": len(eps)},
                    "engine_start_s": round(t_engine, 1),
                    "build_s": round(time.perf_counter() - t0 - t_engine, 1),
-                   "counts": store.counts(args.group), "build_stats": stats.to_dict()["counters"]})
+                   "counts": store.counts(args.group), "build_stats": stats.to_dict()["counters"],
+                   "load_avg_after": [round(x, 1) for x in os.getloadavg()]})
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
-        Path(args.out).write_text(text)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n")
     backend.close()
 
 

@@ -1,13 +1,14 @@
-"""System-1 latency on CPU (DESIGN §8): one LoCoMo conversation, 1M facts in one group, batched grouped top-k.
+"""System-1 latency on CPU (DESIGN §8): one LoCoMo conversation, 1M vectors in one group (vector search only),
+batched grouped top-k.
 
 (a) ``conversation``: the largest LoCoMo conversation (episodes) plus synthetic entities (~300: capitalised
     words of the conversation with a summary built from sentences that mention them) and facts (~1,500:
     sentences of the conversation), all embedded with MiniLM; ``System1.search`` with one query per call
     (batch size 1), timing includes query embedding (int8 query weights by default on CPU; the query
     encoder alone is also timed at the other precisions). Target p95 <= 15 ms.
-(b) ``million``: 1M synthetic facts (d=128, Gaussian mixture around 2k centroids, L2-normalised) in one
-    group; FAISS IVF (and HNSW with ``--hnsw``) vs exact: build time, p50/p95 per single query,
-    recall@10 against exact search. Target p95 <= 100 ms with recall@10 >= 0.95.
+(b) ``million``: VECTOR SEARCH ONLY, not System-1 (no BM25, no RRF, no query embedding): 1M synthetic
+    vectors (d=128, Gaussian mixture around 2k centroids, L2-normalised) in one group; FAISS IVF (and HNSW
+    with ``--hnsw``) vs exact: build time, p50/p95 per single query, recall@10 against exact search.
 (c) ``batched``: 1,540 queries against 10 groups in one matrix (LoCoMo shape: 5,882 rows, d=384 and 128);
     grouped top-k with the torch reference, FAISS (one flat index per group) and the Triton kernel
     (CUDA only; on a CPU machine it is reported as "needs GPU").

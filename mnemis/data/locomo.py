@@ -22,6 +22,7 @@ DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 TURN_SPACING = timedelta(seconds=30)
 _EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
+_DIA_ID = re.compile(r"^D(\d+):(\d+)$")
 
 
 def default_locomo_path(dirs: DataDirs | None = None, *, fetch_missing: bool = False) -> Path:
@@ -93,7 +94,7 @@ def load_locomo(path: str | Path | None = None, *, verify_checksum: bool = True,
         groups.append(gid)
         conv = require(sample, "conversation", dict, where)
         speakers = {require(conv, "speaker_a", str, f"{gid}.conversation"), require(conv, "speaker_b", str, f"{gid}.conversation")}
-        group_eps = _load_sessions(gid, conv, speakers)
+        group_eps = _load_sessions(gid, conv, speakers, file.name)
         episodes.extend(group_eps)
         known = {e.source_id for e in group_eps}
         qa = require(sample, "qa", list, where)
@@ -104,9 +105,26 @@ def load_locomo(path: str | Path | None = None, *, verify_checksum: bool = True,
     return Dataset(name="locomo", groups=groups, episodes=episodes, questions=questions, warnings=warnings)
 
 
-def _load_sessions(gid: str, conv: dict[str, Any], speakers: set[str]) -> list[Episode]:
+def _turn_id(dia_id: str, session: int, where: str, seen: dict[str, str]) -> str:
+    """``D<session>:<turn>`` of a turn; a malformed id, one naming another session, or one already used
+    by another turn of the conversation is an error (the released file has none of these)."""
+    m = _DIA_ID.match(dia_id.strip())
+    if m is None:
+        raise DataError(f"{where}.dia_id",
+                        f"malformed dia_id {dia_id!r} (expected 'D<session>:<turn>', e.g. 'D{session}:1')")
+    if int(m.group(1)) != session:
+        raise DataError(f"{where}.dia_id", f"dia_id {dia_id!r} names session {int(m.group(1))}, not {session}")
+    source_id = f"D{int(m.group(1))}:{int(m.group(2))}"
+    if source_id in seen:
+        raise DataError(f"{where}.dia_id", f"duplicate dia_id {dia_id!r} (already used by {seen[source_id]})")
+    seen[source_id] = where
+    return source_id
+
+
+def _load_sessions(gid: str, conv: dict[str, Any], speakers: set[str], fname: str) -> list[Episode]:
     numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_KEY.match(k)))
     out: list[Episode] = []
+    seen: dict[str, str] = {}
     for s in numbers:
         key = f"session_{s}"
         turns = require(conv, key, list, gid)
@@ -122,8 +140,7 @@ def _load_sessions(gid: str, conv: dict[str, Any], speakers: set[str]) -> list[E
             caption = turn.get("blip_caption")
             if caption:
                 content += f" (description of attached image: {caption})"
-            pair = normalize_evidence([dia_id])
-            source_id = f"D{pair[0][0]}:{pair[0][1]}" if pair else f"D{s}:{t + 1}"
+            source_id = _turn_id(dia_id, s, f"{fname}:{where}", seen)
             out.append(
                 Episode(
                     id=Episode.make_id(gid, source_id),

@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 
 DATE_FORMATS = ("%Y/%m/%d (%a) %H:%M", "%Y/%m/%d %H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S")
 TURN_SPACING = timedelta(seconds=30)
+ROLES = ("user", "assistant")  # the only roles of the official files
 
 
 def _where_to_get(path: Path) -> str:
@@ -79,6 +80,8 @@ def load_longmemeval(path: str | Path | None = None, *, download: bool = True,
             for ti, turn in enumerate(turns):
                 tw = f"{where}.haystack_sessions[{si}][{ti}]"
                 role = require(turn, "role", str, tw)
+                if role not in ROLES:
+                    raise DataError(f"{tw}.role", f"unknown role {role!r} (expected one of {', '.join(ROLES)})")
                 content = require(turn, "content", str, tw)
                 source_id = f"S{si + 1}:{ti + 1}"
                 ep = Episode(

@@ -3,13 +3,11 @@
 ``fused(x) = Σ_l w_l / (k_rrf + rank_l(x))`` with 1-based ranks, over the lists that contain ``x``.
 
 The function's default ``k_rrf = 60`` is the usual constant (Cormack et al. 2009). Graphiti, and so the
-reference method (REFERENCE §4), uses ``1 / rank``, i.e. ``k_rrf = 0``. System-1 uses its own measured
-default, ``k_rrf = 10`` (:data:`mnemis.retrieve.system1.DEFAULT_RRF_K`): on the LoCoMo episode-route eval
-(``experiments/bench/system1_recall.py``, MiniLM + BM25 with BM25 weighted 2) recall@10 was 0.715 with
-k = 0, 0.733 with k = 10 and 0.732 for k in {30, 60, 100}, and k = 10 had the best recall@5 (0.635 vs 0.614
-at 60) and MRR (0.503 vs 0.468). Small k lets the top of each list dominate; k = 0 over-rewards rank 1 of one list.
-Chosen out of sample (``experiments/bench/system1_cv.py``, 2-fold CV over conversations) the folds picked k = 10
-and k = 30 with BM25 weight 3; the default keeps 10 (one fold's pick, best MRR) with weight 3.
+reference method (REFERENCE §4), uses ``1 / rank``, i.e. ``k_rrf = 0``. System-1 uses its own
+default, ``k_rrf = 10`` (:data:`mnemis.retrieve.system1.DEFAULT_RRF_K`), chosen out of sample by 2-fold cross-validation over LoCoMo conversations
+(``experiments/bench/system1_cv.py`` (figures: the README's System-1 recall table and
+``experiments/results/system1_recall.json``). Small k lets the top of each list dominate; k = 0 over-rewards
+rank 1 of one list.
 """
 
 from __future__ import annotations

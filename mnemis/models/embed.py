@@ -141,7 +141,7 @@ class SentenceTransformerEmbedder:
             # dynamic int8 scales activations per tensor, so a padded batch would change each row: one
             # query per forward pass keeps a query's vector independent of what it is batched with
             emb = np.concatenate([self._forward(model, [t]) for t in texts])
-        elif len(texts) <= 8:  # a few queries: one direct forward pass (encode()'s batching costs ~3 ms)
+        elif len(texts) <= 8:  # a few queries: one direct forward pass (encode()'s batching has a fixed cost)
             emb = self._forward(model, texts)
         else:
             emb = model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,

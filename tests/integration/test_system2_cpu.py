@@ -163,6 +163,11 @@ def test_system2_and_fusion_with_smollm2(backend, tmp_path):
             assert r.context.entities and t.selected_nodes >= 1
     for q, ctx, text in zip(questions, out.contexts, out.texts):
         assert ctx.group_id == q.group_id
+        # every hit is a record of the question's own group (ids of another group are not found there)
+        g = q.group_id
+        own = ({e.id for e in store.episodes(g)} | {e.id for e in store.entities(g)}
+               | {c.id for c in store.categories(g)} | {f.id for f in store.facts(g)})
+        assert {h.id for h in (*ctx.episodes, *ctx.entities, *ctx.facts)} <= own
         assert len(ctx.episodes) <= 3 and len(ctx.entities) <= 6 and len(ctx.facts) <= 6
         assert ctx.episodes and text
         for h in (*ctx.episodes, *ctx.entities, *ctx.facts):

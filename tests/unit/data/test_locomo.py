@@ -98,6 +98,10 @@ def _mini(**over):
 def test_mini_file_loads(tmp_path):
     d = load_locomo(_write(tmp_path, _mini()), verify_checksum=False)
     assert [e.id for e in d.episodes] == ["c1:D1:1", "c1:D1:2"] and d.questions[0].evidence == ["c1:D1:2"]
+    # ids come from dia_id (leading zeros and spaces normalised), not from the turn's position
+    d = load_locomo(_write(tmp_path, _mini(session_1=[{"speaker": "Ann", "dia_id": " D1:03", "text": "hi"}])),
+                    verify_checksum=False)
+    assert [e.id for e in d.episodes] == ["c1:D1:3"]
 
 
 @pytest.mark.parametrize(
@@ -109,6 +113,15 @@ def test_mini_file_loads(tmp_path):
         (_mini(session_1=[{"speaker": "Ann", "dia_id": "D1:1", "text": 5}]), "c1 session_1[0].text"),
         (_mini(session_1=[{"speaker": "Zed", "dia_id": "D1:1", "text": "x"}]), "c1 session_1[0].speaker"),
         ({"not": "a list"}, "bad.json"),
+        # two turns with one dia_id: the second would overwrite the first (one episode id for two turns)
+        (_mini(session_1=[{"speaker": "Ann", "dia_id": "D1:1", "text": "hi"},
+                          {"speaker": "Bob", "dia_id": "D1:1", "text": "yo"}]),
+         "bad.json:c1 session_1[1].dia_id: duplicate dia_id 'D1:1' (already used by bad.json:c1 session_1[0])"),
+        (_mini(session_1=[{"speaker": "Ann", "dia_id": "1-1", "text": "hi"}]),
+         "bad.json:c1 session_1[0].dia_id: malformed dia_id '1-1'"),
+        (_mini(session_1=[{"speaker": "Ann", "dia_id": "D1:1:2", "text": "hi"}]), "malformed dia_id 'D1:1:2'"),
+        (_mini(session_1=[{"speaker": "Ann", "dia_id": "D2:1", "text": "hi"}]),
+         "bad.json:c1 session_1[0].dia_id: dia_id 'D2:1' names session 2, not 1"),
     ],
 )
 def test_bad_input_names_the_item(tmp_path, data, where):

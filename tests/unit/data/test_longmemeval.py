@@ -42,6 +42,8 @@ def test_missing_file_says_where_to_get_it(tmp_path):
         (lambda d: d[0]["haystack_dates"].__setitem__(1, "someday"), "e47becba.haystack_dates[1]"),
         (lambda d: d[0]["haystack_sessions"][1][0].pop("content"), "e47becba.haystack_sessions[1][0].content"),
         (lambda d: d[1]["haystack_dates"].pop(), "0a995998_abs: haystack_session_ids/dates/sessions lengths differ"),
+        (lambda d: d[0]["haystack_sessions"][1][1].__setitem__("role", "system"),
+         "lme.json:e47becba.haystack_sessions[1][1].role: unknown role 'system' (expected one of user, assistant)"),
     ],
 )
 def test_bad_input_names_the_item(tmp_path, mutate, where):

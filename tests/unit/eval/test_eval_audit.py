@@ -8,10 +8,8 @@ from mnemis.eval.audit import ANSWER_ERRORS, AuditResult, apply_audit, audit_id,
 
 
 @pytest.fixture(scope="module")
-def audit():
-    if not default_audit_path().exists():
-        pytest.skip("shared/data/locomo_audit_errors.json not present")
-    return load_audit()
+def audit(require_data):
+    return load_audit(require_data(default_audit_path(), "LoCoMo answer audit"))
 
 
 def test_audit_replaces_exactly_the_audited_questions(locomo, audit):

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import pytest
 from eval_helpers import scripted_llm, verdict
 
 from mnemis.eval.leniency import acceptance_rates, default_stress_path, judge_leniency, sample_items, stress_question
@@ -37,9 +36,8 @@ def test_sampling_and_question_mapping():
     assert rates["wrong_vague"]["rate"] == 0.5
 
 
-def test_real_stress_file_sample():
-    if not default_stress_path().exists():
-        pytest.skip("shared/data/locomo_judge_stress.json not present")
+def test_real_stress_file_sample(require_data):
+    require_data(default_stress_path(), "judge stress answers")
     llm, backend = scripted_llm(lambda r: verdict("CORRECT"))
     out = judge_leniency({"yes": llm}, n=3, seed=0)
     assert out["judges"]["yes"]["wrong_specific"]["judged"] == 3 and len(backend.batches[0]) == 6

@@ -49,6 +49,7 @@ class FakeServer:
         self.bodies: list[dict] = []
         self.reject_json_schema = reject_json_schema
         self.lock = threading.Lock()
+        self.in_flight = self.peak = 0
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -111,6 +112,15 @@ class FakeServer:
                 if key == "forbidden":
                     return self._send(403, '{"error": {"message": "no"}}')
                 content = "garbage reply" if key == "invalid" else json.dumps(GOOD)
+                if key == "echo":  # reply names the request; later items answer sooner (order scrambled)
+                    i = int(text.split()[-1])
+                    with outer.lock:
+                        outer.in_flight += 1
+                        outer.peak = max(outer.peak, outer.in_flight)
+                    time.sleep(0.005 * (5 - i % 5))
+                    with outer.lock:
+                        outer.in_flight -= 1
+                    content = json.dumps({"echo": i})
                 resp = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                         "choices": [{"index": 0, "finish_reason": "stop",
                                      "message": {"role": "assistant", "content": content}}],

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from mnemis.models.cache import CacheMissError, ResponseCache, request_key
 from mnemis.models.ledger import Ledger
@@ -217,7 +217,10 @@ def test_scripted_queue_exhausted_is_item_error():
 
 
 def test_sampling_is_frozen_and_part_of_request():
-    assert make_request(0).sampling == Sampling(max_tokens=64)
+    req = make_request(0)
+    with pytest.raises(ValidationError, match="frozen"):
+        req.sampling.max_tokens = 1  # a cached request's sampling cannot change under its cache key
+    assert request_key("m@1", req) != request_key("m@1", req.model_copy(update={"sampling": Sampling(seed=1)}))
 
 
 def test_failed_items_still_report_token_cost():

@@ -74,7 +74,7 @@ def test_cosine_partial_builds_with_embedder():
     assert isinstance(rr.embedder, HashingEmbedder)
 
 
-def test_scripted_llm_config_instantiates(tmp_path):
+def test_openai_compat_llm_config_instantiates_without_a_server(tmp_path):
     """The llm node shape (client + nested backend) instantiates end to end with a weight-free backend."""
     from hydra.utils import instantiate
 

@@ -44,11 +44,26 @@ def _run_dir(path: Path, records: list[QuestionRecord], shard: str | None, **con
     led = Ledger()
     led.record("extract_entities", calls=10 * len(groups), prompt_tokens=1000 * len(groups), cache_hits=len(groups))
     led.record("answer", calls=len(records), prompt_tokens=50 * len(records))
-    (path / "hierarchy_metrics.json").write_text(json.dumps({g: {"layers": 2, "categories": 3} for g in groups}))
-    (path / "recall.json").write_text(json.dumps({"rag": {c: {"direct": 0.5, "reachable": 0.5, "n": 2, "skipped": 0}
-                                                          for c in ("overall",)}}))
+    (path / "hierarchy_metrics.json").write_text(json.dumps({g: _hierarchy(g) for g in groups}))
+    (path / "recall.json").write_text(json.dumps(_recall(groups)))
     finalize_run(path, ledger=led, **OPTS)
     return path
+
+
+def _hierarchy(g: str) -> dict[str, int]:
+    return {"layers": 1 + int(g[1:4]) % 3, "categories": 2 + int(g[1:4]) % 5}
+
+
+def _recall(groups: list[str]) -> dict:
+    """Per-group recall values that differ between groups, so shards hold different means."""
+    def cell(gs: list[str]) -> dict:
+        direct = [1.0 if int(g[1:4]) % 3 == 0 else 0.0 for g in gs]
+        reach = [1.0 if int(g[1:4]) % 2 == 0 else 0.25 for g in gs]
+        return {"direct": sum(direct) / len(gs), "reachable": sum(reach) / len(gs), "n": len(gs),
+                "skipped": sum(g.endswith("_abs") for g in gs)}
+
+    odd = [g for g in groups if int(g[1:4]) % 2]
+    return {"rag": {"overall": cell(groups), **({"odd": cell(odd)} if odd else {})}}
 
 
 @pytest.fixture
@@ -74,9 +89,14 @@ def test_merged_shards_equal_the_unsharded_run(tmp_path, groups):
     assert led["stages"]["extract_entities"]["cache_hits"] == len(groups)
     assert led["total"]["calls"] == 10 * len(groups) + len(records)
     hier = json.loads((tmp_path / "merged" / "hierarchy_metrics.json").read_text())
-    assert sorted(hier) == sorted(groups)
-    recall = json.loads((tmp_path / "merged" / "recall.json").read_text())
-    assert recall["rag"]["overall"] == {"direct": 0.5, "reachable": 0.5, "n": 6, "skipped": 0}
+    assert hier == {g: _hierarchy(g) for g in groups}
+    recall = json.loads((tmp_path / "merged" / "recall.json").read_text())["rag"]
+    # by hand: 9 of the 26 groups (000, 003, ..., 024) have direct 1; 13 even groups reach 1, 13 odd 0.25
+    assert recall["overall"] == pytest.approx({"direct": 9 / 26, "reachable": (13 + 13 * 0.25) / 26, "n": 26,
+                                               "skipped": 3})
+    assert recall["odd"] == pytest.approx({"direct": 4 / 13, "reachable": 0.25, "n": 13, "skipped": 1})
+    shard_means = [json.loads((s / "recall.json").read_text())["rag"]["overall"]["direct"] for s in shards]
+    assert sum(shard_means) / 3 != pytest.approx(9 / 26)  # an unweighted mean of the shards would be wrong
     report = (tmp_path / "merged" / "report.md").read_text()
     assert "26 questions in 26 groups" in report and "Cost per stage" in report
 

@@ -41,26 +41,38 @@ def _fill(store: GraphStore, g: str):
 
 
 def test_every_query_is_group_isolated(tmp_path):
+    """Each read returns exactly the group's own rows. Mentions and category edges are built by the store
+    with the *requested* group id, so their group field proves nothing: compare the returned pairs instead.
+    Both groups use the same names and texts; only the ids (which embed the group) differ."""
     store = GraphStore(tmp_path / "m.sqlite")
-    eps_a, ents_a, facts_a = _fill(store, "A")
-    eps_b, ents_b, facts_b = _fill(store, "B")
+    _fill(store, "A")
+    _fill(store, "B")
     assert store.groups() == ["A", "B"]
-    for g, eps, ents, facts in (("A", eps_a, ents_a, facts_a), ("B", eps_b, ents_b, facts_b)):
-        results = [
-            store.episodes(g), store.entities(g), store.facts(g), store.questions(g), store.categories(g),
-            store.categories(g, layer=1), store.category_edges(g), store.mentions(g),
-            store.mentions(g, entity_ids=[e.id for e in ents_a + ents_b]),
-            store.mentions(g, episode_ids=[e.id for e in eps_a + eps_b]),
-            store.facts_touching(g, [e.id for e in ents_a + ents_b]),
-        ]
-        for rows in results:
-            assert rows and all(r.group_id == g for r in rows)
+    want = {g: _group(g) for g in ("A", "B")}
+    every_ent = [e.id for g in want for e in want[g][1]]
+    every_ep = [e.id for g in want for e in want[g][0]]
+    for g, (eps, ents, facts, ments, cats, edges, qs) in want.items():
+        assert [e.id for e in store.episodes(g)] == [e.id for e in eps]
+        assert [e.id for e in store.entities(g)] == [e.id for e in ents]
+        assert [f.id for f in store.facts(g)] == [f.id for f in facts]
+        assert [f.id for f in store.facts_touching(g, every_ent)] == [f.id for f in facts]
+        assert [q.id for q in store.questions(g)] == [q.id for q in qs]
+        assert [c.id for c in store.categories(g)] == [c.id for c in cats]
+        assert [c.id for c in store.categories(g, layer=1)] == [c.id for c in cats]
+        pairs = {(m.episode_id, m.entity_id) for m in ments}
+        assert {(m.episode_id, m.entity_id) for m in store.mentions(g)} == pairs
+        assert {(m.episode_id, m.entity_id) for m in store.mentions(g, entity_ids=every_ent)} == pairs
+        assert {(m.episode_id, m.entity_id) for m in store.mentions(g, episode_ids=every_ep)} == pairs
+        assert {(e.parent_id, e.child_id) for e in store.category_edges(g)} == {(e.parent_id, e.child_id)
+                                                                                 for e in edges}
         # asking for the other group's ids by id returns nothing
-        other = eps_b if g == "A" else eps_a
-        assert store.episodes(g, ids=[e.id for e in other]) == []
+        other = want["B" if g == "A" else "A"]
+        assert store.episodes(g, ids=[e.id for e in other[0]]) == []
+        assert store.mentions(g, entity_ids=[e.id for e in other[1]]) == []
         ids, vecs = store.embeddings(g, "episode")
         assert ids == [e.id for e in eps] and vecs.shape == (3, 4)
-        assert store.counts(g)["episodes"] == 3
+        assert store.counts(g) == {"episodes": 3, "entities": 2, "facts": 1, "mentions": 2, "categories": 1,
+                                   "category_edges": 2, "questions": 1}
 
 
 def test_upserts_are_idempotent(tmp_path):
