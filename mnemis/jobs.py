@@ -125,7 +125,15 @@ class Models:
 
     @property
     def reranker(self) -> Any:
-        return self._get("reranker", embedder=self.embedder)
+        """The configured reranker behind a deduplicating score cache (``rerank_cache: false`` = dedup only)."""
+        key = "rerank_cache:" + json.dumps([self.plain.get("reranker"), self.plain.get("rerank_cache", True)],
+                                           sort_keys=True, default=str)
+        if key not in _MODELS:
+            from mnemis.models.rerank_cache import CachedReranker
+
+            cache = Path(self.plain["paths"]["cache_dir"]) / "rerank" if self.plain.get("rerank_cache", True) else None
+            _MODELS[key] = CachedReranker(self._get("reranker", embedder=self.embedder), cache)
+        return _MODELS[key]
 
     def judges(self, specs: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
         """``{name: Judge}`` for ``judge_specs`` (run ``check_roles`` first for friendly errors)."""
@@ -158,10 +166,12 @@ class Models:
         return key + ":" + json.dumps(self.plain.get(key), sort_keys=True, default=str) in _MODELS
 
     def reset_ledgers(self) -> None:
-        """Zero the token ledgers of models kept from an earlier job of this process (multirun)."""
+        """Zero the token ledgers (and reranker cache counts) of models kept from an earlier job (multirun)."""
         for obj in _MODELS.values():
             if hasattr(obj, "ledger"):
                 obj.ledger.reset()
+            if hasattr(obj, "reset_stats"):
+                obj.reset_stats()
 
 
 def _write(path: Path, obj: Any) -> None:
@@ -335,6 +345,8 @@ def _method_contexts(
     res = run_retrieval(store, questions, plain["retrieval"], embedder=models.embedder, llm=models.selector_llm,
                         reranker=reranker)
     res.save(out)
+    if hasattr(reranker, "stats"):
+        _write(out / "rerank_cache.json", reranker.stats.to_dict())
     recall.update({f"mnemis/{k}": v for k, v in route_recall(store, questions, res.routes()).items()})
     return res.texts, res.contexts
 

@@ -23,6 +23,24 @@ PREFIX = f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n"
 SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
 
 
+def format_pair(instruction: str, query: str, document: str) -> str:
+    """The user turn of one Qwen3-Reranker pair (model-card layout)."""
+    return f"<Instruct>: {instruction}\n<Query>: {query}\n<Document>: {document}"
+
+
+def pair_token_ids(tokenizer: Any, instruction: str, pairs: Sequence[tuple[str, str]], max_length: int) -> list[list[int]]:
+    """Token ids of each pair in the Qwen3-Reranker chat layout, the user turn cut to fit ``max_length``.
+
+    Shared by the transformers path (:class:`CausalLMReranker`) and the vLLM pooling runner
+    (:class:`mnemis.models.rerank_vllm.VLLMReranker`), so both score exactly the same tokens.
+    """
+    prefix = tokenizer.encode(PREFIX, add_special_tokens=False)
+    suffix = tokenizer.encode(SUFFIX, add_special_tokens=False)
+    budget = max(max_length - len(prefix) - len(suffix), 8)
+    return [prefix + tokenizer.encode(format_pair(instruction, q, d), add_special_tokens=False, truncation=True,
+                                      max_length=budget) + suffix for q, d in pairs]
+
+
 def _queries(query: str | Sequence[str], n: int) -> list[str]:
     if isinstance(query, str):
         return [query] * n
@@ -99,8 +117,6 @@ class CausalLMReranker:
         self.instruction = instruction
         self.batch_size = batch_size
         self.max_length = max_length
-        enc = lambda s: self.tokenizer.encode(s, add_special_tokens=False)
-        self._prefix, self._suffix = enc(PREFIX), enc(SUFFIX)
 
     def _token_id(self, word: str) -> int:
         tid = self.tokenizer.convert_tokens_to_ids(word)
@@ -112,13 +128,10 @@ class CausalLMReranker:
         return int(tid)
 
     def format(self, query: str, document: str) -> str:
-        return f"<Instruct>: {self.instruction}\n<Query>: {query}\n<Document>: {document}"
+        return format_pair(self.instruction, query, document)
 
     def _encode_pairs(self, pairs: list[tuple[str, str]]):
-        budget = max(self.max_length - len(self._prefix) - len(self._suffix), 8)
-        ids = [self._prefix + self.tokenizer.encode(self.format(q, d), add_special_tokens=False,
-                                                    truncation=True, max_length=budget) + self._suffix
-               for q, d in pairs]
+        ids = pair_token_ids(self.tokenizer, self.instruction, pairs, self.max_length)
         return self.tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt").to(self.device)
 
     def score(self, query: str | Sequence[str], documents: Sequence[str]) -> np.ndarray:

@@ -62,7 +62,9 @@ class System1:
         weights: RRF weight per list (``{"cosine": w, "bm25": w}``; ``None`` = 1 each).
         pool_factor: candidates drawn from each list = ``pool_factor × budget``.
         min_cosine: drop cosine candidates below this similarity (Graphiti uses 0.6); ``None`` keeps all.
-        index: vector index name (``exact``, ``faiss_flat``, ``faiss_ivf``, ``faiss_hnsw``).
+        index: vector index name (``exact``, ``faiss_flat``, ``faiss_ivf``, ``faiss_hnsw``), or ``grouped``: exact
+            search of every query of every group of the batch in one :func:`mnemis.ops.grouped_topk` call (the
+            Triton kernel on CUDA, the torch reference on CPU) instead of one search per group.
         index_params: keyword arguments of the vector index.
         bm25: also search BM25 (``False`` = cosine only); ``vector=False`` in the same spirit.
         bm25_params: keyword arguments of :class:`~mnemis.index.bm25.BM25Index`.
@@ -108,9 +110,11 @@ class System1:
         self.weights = dict(weights or {})
         self.pool_factor, self.min_cosine = pool_factor, min_cosine
         self.use_bm25, self.use_vector, self.query_normalize = bm25, vector, query_normalize
+        self.grouped = index == "grouped"
+        self.device = device
         self.catalog = IndexCatalog(
-            store, vector=index, vector_params=dict(index_params or {}), bm25_params=dict(bm25_params or {}),
-            recipe=recipe, cache_dir=cache_dir, device=device,
+            store, vector="exact" if self.grouped else index, vector_params=dict(index_params or {}),
+            bm25_params=dict(bm25_params or {}), recipe=recipe, cache_dir=cache_dir, device=device,
         )
         self._known_groups: set[str] = set()
 
@@ -157,6 +161,10 @@ class System1:
         by_group: dict[str, list[int]] = {}
         for n, (_, gid, _) in enumerate(parsed):
             by_group.setdefault(gid, []).append(n)
+        grouped: dict[str, dict[int, tuple[list[str], list[float]]]] = {}
+        if self.grouped and self.use_vector:
+            grouped = {item: self._grouped_vector_search(item, by_group, qvecs)
+                       for item in ROUTE_ITEMS[self.routes]}
         for gid, rows in by_group.items():
             for item in ROUTE_ITEMS[self.routes]:
                 idx = self.catalog.get(gid, item)
@@ -165,24 +173,65 @@ class System1:
                 if idx.unembedded and self.use_vector:
                     for r in rows:
                         out[r].flags.append(f"unembedded_{item}s:{idx.unembedded}")
-                hits = self._search_items(idx, item, rows, qvecs, bm25_texts)
+                hits = self._search_items(idx, item, rows, qvecs, bm25_texts, grouped.get(item))
                 for r, h in zip(rows, hits):
                     setattr(out[r], _FIELD[item], h)
         return out
 
+    def pool(self, item: str) -> int:
+        budget = self.budget(item)
+        return max(budget, int(round(self.pool_factor * budget)))
+
+    def _grouped_vector_search(
+        self, item: str, by_group: Mapping[str, list[int]], qvecs: np.ndarray
+    ) -> dict[int, tuple[list[str], list[float]]]:
+        """Cosine pools of every query of every group in one grouped top-k call (``index=grouped``)."""
+        import torch
+
+        from mnemis.ops import grouped_topk
+
+        mats, row_groups, ids, q_rows, q_groups = [], [], [], [], []
+        for gnum, (gid, rows) in enumerate(by_group.items()):
+            vec = self.catalog.get(gid, item).vector
+            if vec is None or not len(vec):
+                continue
+            mats.append(vec.vectors())
+            row_groups += [gnum] * len(vec)
+            ids += vec.ids
+            q_rows += rows
+            q_groups += [gnum] * len(rows)
+        if not mats:
+            return {}
+        device = "cuda" if self.device in ("cuda", "auto") and torch.cuda.is_available() else "cpu"
+        scores, found = grouped_topk(
+            torch.from_numpy(np.ascontiguousarray(qvecs[q_rows])).to(device),
+            torch.tensor(q_groups, device=device), torch.from_numpy(np.concatenate(mats)).to(device),
+            torch.tensor(row_groups, device=device), self.pool(item), presorted=True,
+        )
+        out = {}
+        for r, s_row, i_row in zip(q_rows, scores.cpu().tolist(), found.cpu().tolist()):
+            kept = [(ids[j], s) for j, s in zip(i_row, s_row) if j >= 0]
+            out[r] = ([i for i, _ in kept], [s for _, s in kept])
+        return out
+
     def _search_items(
-        self, idx: ItemIndexes, item: str, rows: list[int], qvecs: np.ndarray | None, texts: list[str]
+        self, idx: ItemIndexes, item: str, rows: list[int], qvecs: np.ndarray | None, texts: list[str],
+        grouped: Mapping[int, tuple[list[str], list[float]]] | None = None,
     ) -> list[list[Hit]]:
         budget = self.budget(item)
-        pool = max(budget, int(round(self.pool_factor * budget)))
+        pool = self.pool(item)
         lists: list[dict[str, tuple[list[str], list[float]]]] = [{} for _ in rows]
-        if self.use_vector and idx.vector is not None:
+        cosine: list[tuple[list[str], list[float]]] = []
+        if self.use_vector and grouped is not None:
+            cosine = [grouped.get(r, ([], [])) for r in rows]
+        elif self.use_vector and idx.vector is not None:
             scores, ids = idx.vector.search(qvecs[rows], pool)
-            for slot, (s_row, i_row) in enumerate(zip(scores, ids)):
-                pairs = [(i, float(s)) for i, s in zip(i_row, s_row)]
-                if self.min_cosine is not None:
-                    pairs = [(i, s) for i, s in pairs if s >= self.min_cosine]
-                lists[slot]["cosine"] = ([i for i, _ in pairs], [s for _, s in pairs])
+            cosine = [(list(i_row), [float(s) for s in s_row]) for s_row, i_row in zip(scores, ids)]
+        for slot, (i_row, s_row) in enumerate(cosine):
+            pairs = list(zip(i_row, s_row))
+            if self.min_cosine is not None:
+                pairs = [(i, s) for i, s in pairs if s >= self.min_cosine]
+            lists[slot]["cosine"] = ([i for i, _ in pairs], [s for _, s in pairs])
         if self.use_bm25:
             scores, ids = idx.bm25.search([texts[r] for r in rows], pool)
             for slot, (s_row, i_row) in enumerate(zip(scores, ids)):

@@ -42,3 +42,8 @@ def test_sweep_over_retrieval_reuses_the_memory(tmp_path, locomo_path):
     assert json.loads((first / "config.json").read_text())["retrieval"]["k"] == 5
     assert json.loads((second / "config.json").read_text())["retrieval"]["k"] == 10
     assert len(list((tmp_path / "artifacts").iterdir())) == 1
+    # reranker scores are cached on disk: the k=10 job finds the pairs the k=5 job scored
+    cache1 = json.loads((first / "rerank_cache.json").read_text())
+    cache2 = json.loads((second / "rerank_cache.json").read_text())
+    assert cache1["scored"] > 0 and cache1["cache_hits"] == 0
+    assert cache2["cache_hits"] > 0 and cache2["unique"] == cache2["cache_hits"] + cache2["scored"]

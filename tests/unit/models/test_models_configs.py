@@ -49,7 +49,7 @@ def test_all_groups_have_configs():
     for expected in ("llm/smollm2_vllm_cpu", "llm/smollm2_hf_cpu", "llm/qwen3_8b_vllm", "llm/qwen3_32b_vllm",
                      "llm/openai_compat", "embedder/minilm", "embedder/qwen3_0_6b_128", "embedder/qwen3_8b",
                      "embedder/hashing", "reranker/smollm2_cpu", "reranker/qwen3_0_6b", "reranker/qwen3_8b",
-                     "reranker/cosine", "reranker/bge_reranker_v2_m3"):
+                     "reranker/cosine", "reranker/bge_reranker_v2_m3", "reranker/qwen3_8b_vllm", "reranker/qwen3_0_6b_vllm"):
         assert expected in names
 
 

@@ -200,3 +200,94 @@ def _cached(store, emb, index) -> System1:
         _S1[index] = System1(store, emb, k=int(np.random.default_rng(0).integers(1, 8)), index=index, cache_dir=None,
                              index_params={"use_gpu": False} if index == "faiss_flat" else {})
     return _S1[index]
+
+
+
+QUERIES = [("a", "Who likes hiking and pottery?"), ("b", "sushi and chess"), ("c", "guitar garden"),
+           ("a", "marathon apartment"), ("b", "violin"), ("c", "camping with a puppy")]
+
+
+class DenseEmbedder:
+    """A dense pseudo-random unit vector per text: no two texts tie on cosine (the hashing embedder's sparse
+    vectors tie often, and top-k breaks ties by position, which differs between one matrix and many)."""
+
+    model_id = "dense-test-64"
+    dim = 64
+
+    def encode(self, texts, *, kind="document"):
+        import zlib
+
+        out = np.stack([np.random.default_rng(zlib.crc32(f"{kind}:{t}".encode())).normal(size=self.dim)
+                        for t in texts]) if texts else np.zeros((0, self.dim))
+        return (out / np.linalg.norm(out, axis=1, keepdims=True).clip(1e-9)).astype(np.float32)
+
+
+def _distinct_store(path):
+    """Three groups whose texts are all different, embedded without cosine ties."""
+    store = GraphStore(path)
+    for gid, n, off in [("a", 30, 0), ("b", 12, 5), ("c", 5, 7)]:
+        eps = _episodes(gid, n, off)
+        store.upsert_episodes([e.model_copy(update={"content": f"{e.content} note{gid}{i} x{7 * i + off}"})
+                               for i, e in enumerate(eps)])
+        ents, facts = _graph(gid, max(n // 3, 2), off)
+        store.upsert_entities([e.model_copy(update={"summary": f"{e.summary} {gid}{i}"}) for i, e in enumerate(ents)])
+        store.upsert_facts([f.model_copy(update={"fact": f"{f.fact} y{gid}{i}"}) for i, f in enumerate(facts)])
+    embed_missing(store, DenseEmbedder(), kinds=("episode", "entity_summary", "fact"))
+    return store
+
+
+def _same_hits(got, want) -> None:
+    for g, w in zip(got, want):
+        assert g.group_id == w.group_id
+        for field in ("episodes", "entities", "facts"):
+            gh, wh = getattr(g, field), getattr(w, field)
+            assert [h.id for h in gh] == [h.id for h in wh], field
+            assert [h.score for h in gh] == pytest.approx([h.score for h in wh], abs=1e-6)
+
+
+def test_grouped_index_equals_one_search_per_group(tmp_path):
+    """index=grouped: every query of every group in one grouped top-k call, same hits as per-group search."""
+    store = _distinct_store(tmp_path / "m.sqlite")
+    emb = DenseEmbedder()
+    want = System1(store, emb, k=3, cache_dir=None).search(QUERIES)
+    got = System1(store, emb, k=3, cache_dir=None, index="grouped").search(QUERIES)
+    _same_hits(got, want)
+    for ctx in got:  # group "c" has only 5 episodes: the pool's tail is empty, never another group's rows
+        assert {h.id.split(":")[0] for h in ctx.episodes + ctx.entities + ctx.facts} == {ctx.group_id}
+    store.close()
+
+
+KERNEL_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from test_system1 import QUERIES, System1, DenseEmbedder, GraphStore, _same_hits
+import mnemis.ops as ops
+calls = []
+real = ops.grouped_topk
+def spy(*a, **k):
+    calls.append(ops.triton_available(a[0].device))
+    return real(*a, **k)
+ops.grouped_topk = spy
+store, emb = GraphStore({db!r}), DenseEmbedder()
+want = System1(store, emb, k=2, cache_dir=None, routes="rag").search(QUERIES[:3])
+got = System1(store, emb, k=2, cache_dir=None, routes="rag", index="grouped").search(QUERIES[:3])
+assert calls == [True], calls
+_same_hits(got, want)
+print("kernel path ok")
+"""
+
+
+def test_grouped_index_runs_the_triton_kernel_under_the_interpreter(tmp_path):
+    """The kernel path itself (TRITON_INTERPRET=1 runs it on CPU; set before triton is imported, so a fresh
+    process) gives the same hits as the exact per-group search, in one launch for the batch."""
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _distinct_store(tmp_path / "m.sqlite").close()
+    script = KERNEL_SCRIPT.format(tests=str(Path(__file__).parent), db=str(tmp_path / "m.sqlite"))
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert res.returncode == 0 and "kernel path ok" in res.stdout, res.stderr[-3000:]
