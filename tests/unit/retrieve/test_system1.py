@@ -291,3 +291,19 @@ def test_grouped_index_runs_the_triton_kernel_under_the_interpreter(tmp_path):
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "TRITON_INTERPRET": "1"})
     assert res.returncode == 0 and "kernel path ok" in res.stdout, res.stderr[-3000:]
+
+
+@pytest.mark.gpu
+def test_grouped_index_on_cuda_runs_the_kernel_with_the_same_hits(tmp_path):
+    """On a CUDA machine index=grouped launches the Triton kernel once per item type for the whole batch."""
+    import torch
+
+    import mnemis.ops as ops
+
+    store = _distinct_store(tmp_path / "m.sqlite")
+    emb = DenseEmbedder()
+    want = System1(store, emb, k=3, cache_dir=None).search(QUERIES)
+    assert ops.triton_available(torch.device("cuda"))
+    got = System1(store, emb, k=3, cache_dir=None, index="grouped", device="cuda").search(QUERIES)
+    _same_hits(got, want)
+    store.close()
