@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -11,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.data.errors import DataError, require
-from mnemis.data.sources import DataDirs, locate
+from mnemis.data.sources import DataDirs, file_sha256, locate
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -51,14 +50,6 @@ def _parse_date(text: Any, where: str) -> datetime:
         return datetime.strptime(text.strip(), DATE_FORMAT)
     except ValueError:
         raise DataError(where, f"unparseable date {text!r} (expected '%I:%M %p on %d %B, %Y')") from None
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def load_locomo(path: str | Path | None = None, *, verify_checksum: bool = True,
