@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 PAPER_EXPERIMENTS = ["paper_locomo_k10", "paper_locomo_k30", "paper_locomo_baselines", "paper_locomo_mem0",
                      "paper_lme_s"]
 RETRIEVAL_ABLATIONS = ["s1_bm25_text", "s1_query", "s1_rrf", "s2_caps", "s2_entity_round", "s2_prompt_split"]
+OTHER_ABLATIONS = ["ingest_summaries_end", "hierarchy_parallel", "answer_terse"]
 PAPER_S1 = {"rrf_k": 0, "weights": {"cosine": 1.0, "bm25": 1.0}, "query_normalize": False,
             "recipe": {"window": 0, "date": False, "neighbour_chars": 200, "self_weight": 1}}
 PAPER_S2 = {"entity_round": False, "max_candidates_per_prompt": None, "max_facts_per_entity": None,
@@ -98,13 +99,14 @@ def test_every_retrieval_departure_has_an_ablation():
     assert departures <= covered, sorted(departures - covered)
 
 
-@pytest.mark.parametrize("name", RETRIEVAL_ABLATIONS)
+@pytest.mark.parametrize("name", RETRIEVAL_ABLATIONS + OTHER_ABLATIONS)
 def test_ablation_restores_exactly_our_default(name, tuned):
     cfg = _cfg(["experiment=paper_locomo_k10", f"ablation={name}"])
     base = _cfg(["experiment=paper_locomo_k10"])
     assert cfg["ablation"] == name and cfg["fidelity"] == "paper"
     node = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "ablation" / f"{name}.yaml"))
-    keys = _leaves(node.get("retrieval", {}), "retrieval.")
+    keys = {k: v for section in ("retrieval", "ingest", "hierarchy", "answer")
+            for k, v in _leaves(node.get(section, {}), f"{section}.").items()}
     assert keys
     got, want, paper = _leaves(cfg), _leaves(tuned), _leaves(base)
     for key in keys:
@@ -115,12 +117,18 @@ def test_ablation_restores_exactly_our_default(name, tuned):
            {k: v for k, v in paper.items() if k not in keys and k != "ablation"}
 
 
+def test_every_ablation_overlay_is_listed_and_tested():
+    assert set(collect.ablations()) == set(RETRIEVAL_ABLATIONS + OTHER_ABLATIONS)
+
+
 def test_ablation_sweeps_reuse_the_paper_build():
     from mnemis.jobs import build_address
 
     base = build_address(_cfg(["experiment=paper_locomo_k10"]))
-    for name in RETRIEVAL_ABLATIONS:
+    for name in RETRIEVAL_ABLATIONS + ["answer_terse"]:
         assert build_address(_cfg(["experiment=paper_locomo_k10", f"ablation={name}"])) == base
+    for name in ("ingest_summaries_end", "hierarchy_parallel"):  # build keys: a memory of their own
+        assert build_address(_cfg(["experiment=paper_locomo_k10", f"ablation={name}"])) != base
 
 
 def test_readme_lists_every_ablation():
