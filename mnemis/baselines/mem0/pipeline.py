@@ -14,6 +14,8 @@ stopped. ``evaluate_mem0`` adds the shared answerer, judges and metrics.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -188,12 +190,58 @@ class Mem0Run:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+FINISHED_FILE = "finished.json"
+
+
+def _questions_key(questions: Sequence[Any], conf: Mem0Config) -> str:
+    """What the finished record answers: these questions (ids and texts), searched with these settings."""
+    blob = json.dumps([[q.id, q.group_id, q.question] for q in questions] + [repr(conf)], ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _load_finished(work: Path, key: str, conf: Mem0Config) -> Mem0Run | None:
+    """The recorded end of an earlier run with the same questions and settings (None if absent or stale)."""
+    path = work / FINISHED_FILE
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        if rec.get("key") != key:
+            return None
+        return Mem0Run(conf.method, list(rec["contexts"]),
+                       [RetrievedContext.model_validate(r) for r in rec["retrieved"]], dict(rec["stats"]))
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:  # a torn or foreign file: redo the (cheap) end step
+        log.warning("%s: unreadable (%s); searching again", path, exc)
+        return None
+
+
+def _save_finished(work: Path, key: str, run: Mem0Run) -> None:
+    tmp = work / (FINISHED_FILE + ".tmp")
+    tmp.write_text(json.dumps({"key": key, "contexts": run.contexts,
+                               "retrieved": [r.model_dump(mode="json") for r in run.retrieved],
+                               "stats": run.stats}, default=str), encoding="utf-8")
+    tmp.replace(work / FINISHED_FILE)
+
+
 def run_mem0(dataset: Dataset, llm: Any, embedder: Any, cfg: Mapping[str, Any] | Mem0Config | None,
              work_dir: str | Path) -> Mem0Run:
     """Build (or resume) the Mem0 (``graph: false``) or Mem0g (``graph: true``) memory of ``dataset``
-    under ``work_dir`` and retrieve and render the context of every question of ``dataset``."""
+    under ``work_dir`` and retrieve and render the context of every question of ``dataset``.
+
+    The end of a run (contexts, hits, counters) is recorded in ``finished.json``: a rerun on the same
+    questions and settings returns it and sends no LLM request, even without the response cache."""
     conf = Mem0Config.from_mapping(cfg)
     work = Path(work_dir)
+    key = _questions_key(dataset.questions, conf)
+    finished = _load_finished(work, key, conf)
+    if finished is not None:
+        return finished
+    run = _run_mem0(dataset, llm, embedder, conf, work)
+    _save_finished(work, key, run)
+    return run
+
+
+def _run_mem0(dataset: Dataset, llm: Any, embedder: Any, conf: Mem0Config, work: Path) -> Mem0Run:
     store = Mem0Store(work / STORE_FILE)
     questions = list(dataset.questions)
     layout = store_layout(group_messages(dataset.episodes), conf.per_speaker)

@@ -175,6 +175,27 @@ def test_run_mem0_retrieves_and_renders_with_timestamps(tmp_path):
         Mem0Config(graph_kind="neo4j")
 
 
+def test_a_finished_mem0_run_is_recorded_and_a_rerun_sends_nothing(tmp_path):
+    """No response cache here: the end of the run is recorded in the work dir, so a rerun on the same questions
+    and settings makes no LLM call; other questions or settings search again (the memory itself is reused)."""
+    eps = episodes("a", [("Ann", "Ann likes green tea"), ("Bob", "Bob plays golf on Sundays")])
+    qs = [Question(group_id="a", id="a:q0", question="What does Bob play?", answer="golf", category="single-hop")]
+    data = Dataset(name="t", groups=["a"], episodes=eps, questions=qs)
+    cfg = {"k": 1, "summary_every": 0}
+    llm, backend = make_llm(Decider())
+    first = run_mem0(data, llm, HashingEmbedder(), cfg, tmp_path)
+    assert backend.batches and (tmp_path / "finished.json").exists()
+    llm2, backend2 = make_llm(Decider())
+    again = run_mem0(data, llm2, HashingEmbedder(), cfg, tmp_path)
+    assert backend2.batches == []
+    assert again.contexts == first.contexts and again.stats == first.stats
+    assert [r.model_dump() for r in again.retrieved] == [r.model_dump() for r in first.retrieved]
+    wider = run_mem0(data, llm2, HashingEmbedder(), {**cfg, "k": 2}, tmp_path)  # new settings: searched again
+    assert backend2.batches == [] and len(wider.contexts[0].splitlines()) == 2  # the built memory is reused
+    (tmp_path / "finished.json").write_text("{torn")
+    assert run_mem0(data, llm2, HashingEmbedder(), {**cfg, "k": 2}, tmp_path).contexts == wider.contexts
+
+
 # ------------------------------------------------------------------ Mem0g, "graphiti" ablation
 _CAP = re.compile(r"\b[A-Z][a-z]+\b")
 
