@@ -36,14 +36,18 @@ def locomo_slice(group: str = "conv-26", sessions: Sequence[int] = (1,), max_tur
 
 
 def build(episodes: Sequence[Episode], db: Path, backend: Any, embedder: Any, *,
-          cache_dir: Path | None = None, max_retries: int = 1, **knobs: Any) -> tuple[Any, Any, Any]:
-    """Ingest ``episodes`` into a new store at ``db``; returns ``(store, stats, ledger)``."""
+          cache_dir: Path | None = None, max_retries: int = 1, reply_budget: str = "raise",
+          **knobs: Any) -> tuple[Any, Any, Any]:
+    """Ingest ``episodes`` into a new store at ``db``; returns ``(store, stats, ledger)``.
+
+    ``reply_budget``: the client's policy for budgets below a reply schema's worst case (``fit`` keeps the
+    configured budgets and shrinks the schemas, as the CPU quickstart does for a model that pads its replies)."""
     from mnemis.ingest.pipeline import BaseGraphBuilder
     from mnemis.models.llm.client import LLM
     from mnemis.store.sqlite import GraphStore
 
     store = GraphStore(db)
-    llm = LLM(backend, cache_dir=cache_dir, max_retries=max_retries)
+    llm = LLM(backend, cache_dir=cache_dir, max_retries=max_retries, reply_budget=reply_budget)
     stats = BaseGraphBuilder(store, llm, embedder, **knobs).ingest(episodes)
     return store, stats, llm.ledger
 

@@ -34,7 +34,9 @@ def test_base_graph_with_smollm2_on_vllm_cpu(backend, locomo_path, tmp_path):
     store, stats, ledger = build(
         eps, tmp_path / "memory.sqlite", backend, SentenceTransformerEmbedder("minilm", device="cpu"),
         max_tokens={"extract_facts": 256, "reflect_facts": 192, "entity_attributes": 128},
-        show_progress=False,
+        # the 135M model pads replies to max_tokens: keep the small budgets (shrunk schemas), as the
+        # quickstart does
+        show_progress=False, reply_budget="fit",
     )
     g = "conv-26"
     report = cost_report(ledger, len(eps))

@@ -45,7 +45,8 @@ def test_mem0_smollm2_vllm_cpu(backend, locomo, tmp_path):
 
     data = tiny_slice(locomo)
     ledger = Ledger()
-    llm = LLM(backend, cache_dir=tmp_path / "cache", max_retries=1, ledger=ledger)
+    llm = LLM(backend, cache_dir=tmp_path / "cache", max_retries=1, ledger=ledger, reply_budget="fit")
+    # (the 135M model pads replies to max_tokens: keep the small budgets with shrunk schemas, as the quickstart does)
     cfg = Mem0Config(summary_every=4, m=4, k=5, max_facts=3,
                      max_tokens={"mem0_extract": 256, "mem0_update": 128, "mem0_summary": 384})
     t0 = time.perf_counter()

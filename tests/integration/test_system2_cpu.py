@@ -128,7 +128,7 @@ def test_system2_and_fusion_with_smollm2(backend, tmp_path):
     questions = [Question(group_id=g, id=f"{g}-q{n}", question=text, answer="", category="1",
                           evidence=[Episode.make_id(g, f"D{i // 4 + 1}:{i % 4 + 1}") for i in ev])
                  for n, (g, text, ev) in enumerate(QUESTIONS)]
-    llm = LLM(backend, max_retries=0)  # a reply cut at max_tokens is salvaged, not re-asked
+    llm = LLM(backend, max_retries=0, reply_budget="fit")  # small budgets kept; a cut reply is salvaged, not re-asked
     cfg = {"k": 3, "system1": {"k": 3, "cache_dir": None},
            "system2": {"max_tokens": 256, "max_candidates_per_prompt": 8, "max_facts_per_entity": 2,
                        "max_episodes_per_entity": 2, "max_neighbours_per_entity": 1, "max_items_per_type": 8},
