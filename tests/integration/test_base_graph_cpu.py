@@ -57,7 +57,8 @@ def test_base_graph_with_smollm2_on_vllm_cpu(backend, locomo_path, tmp_path):
     assert store.embedded_ids(g, "fact") == {f.id for f in store.facts(g)}
     for stage in ("extract_entities", "reflect_entities", "extract_facts"):
         st = ledger.stage(stage)
-        assert st.calls == 12 and st.prompt_tokens > 0
-        assert st.batches == 1  # one generate() for all 12 episodes (retries stay inside it)
+        # every episode is asked for names; facts only where two or more names were found
+        assert (st.calls == 12 if stage != "extract_facts" else 1 <= st.calls <= 12) and st.prompt_tokens > 0
+        assert st.batches == 1  # one generate() for all the episodes of the stage (retries stay inside it)
     assert report["prompt_tokens_per_episode"] > 0
     assert stats.totals.get("calls.extract_entities") == 12

