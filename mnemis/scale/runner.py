@@ -3,7 +3,8 @@
 ``python -m mnemis.scale.runner DATA SHARD STORE CACHE_DIR OUT_JSON [DELAY_S]`` ingests the groups of
 ``SHARD`` (``i/N``) of the LongMemEval file ``DATA`` into the store ``STORE``, with the response cache in
 ``CACHE_DIR`` (shared by all shards; ``none`` = no cache, i.e. no reuse) and writes the ledger, timings and
-peak memory to ``OUT_JSON``. ``DELAY_S`` sleeps before each backend batch (to kill runs mid-way in tests).
+peak memory to ``OUT_JSON``. ``DELAY_S`` sleeps before each backend batch and, when set, prints ``BATCH n`` after the n-th batch reaches
+the backend, so a test can kill the run at a chosen point of the work rather than at a guessed time.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from mnemis.store.sqlite import GraphStore
 class LeanScriptedBackend(ScriptedBackend):
     """``ScriptedBackend`` that keeps no request history (long runs) and can sleep per batch."""
 
-    def __init__(self, delay_s: float = 0.0, model_id: str = "scripted-scale") -> None:
+    def __init__(self, delay_s: float = 0.0, model_id: str = "scripted-scale", announce: bool = False) -> None:
         super().__init__(base_graph_responder, model_id=model_id)
         self.delay_s = delay_s
+        self.announce = announce
         self.n_batches = 0
 
     def complete(self, requests: list[LLMRequest]) -> list[Completion]:  # type: ignore[override]
@@ -40,6 +42,8 @@ class LeanScriptedBackend(ScriptedBackend):
         out = super().complete(requests)
         self.batches.clear()
         self.n_batches += 1
+        if self.announce:
+            print(f"BATCH {self.n_batches}", flush=True)
         return out
 
 
@@ -60,7 +64,8 @@ def run_shard(data: str | Path, shard: str | None, store_path: str | Path, cache
     """Ingest one shard's groups (base graph); returns ledger, build stats, wall time and peak memory."""
     t0 = time.perf_counter()
     ds = restrict_dataset(load_longmemeval(data), shard)
-    llm = LLM(LeanScriptedBackend(delay_s), cache_dir=cache_dir, cache_mode="readwrite" if cache_dir else "off",
+    backend = LeanScriptedBackend(delay_s, announce=delay_s > 0)
+    llm = LLM(backend, cache_dir=cache_dir, cache_mode="readwrite" if cache_dir else "off",
               max_retries=1)
     with GraphStore(store_path) as store:
         builder = BaseGraphBuilder(store, llm, HashingEmbedder(embed_dim), context_window=context_window,
@@ -71,7 +76,7 @@ def run_shard(data: str | Path, shard: str | None, store_path: str | Path, cache
     wall = time.perf_counter() - t0
     return {"shard": shard, "groups": len(ds.groups), "episodes": len(ds.episodes), "wall_s": wall,
             "wall_s_per_group": wall / max(len(ds.groups), 1), "cpu_s": cpu_s(), "peak_rss_mb": peak_rss_mb(),
-            "ledger": llm.ledger.to_dict(), "stats": stats.to_dict(), "counts": counts}
+            "backend_batches": backend.n_batches, "ledger": llm.ledger.to_dict(), "stats": stats.to_dict(), "counts": counts}
 
 
 def main(argv: list[str]) -> None:

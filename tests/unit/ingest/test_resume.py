@@ -1,4 +1,4 @@
-"""A run SIGKILLed at random points and rerun reproduces the uninterrupted run's graph exactly."""
+"""A run SIGKILLed at random points (counted in backend batches, not seconds) and rerun reproduces the uninterrupted run's graph exactly."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from mnemis.store.sqlite import GraphStore
@@ -15,7 +14,7 @@ from mnemis.store.sqlite import GraphStore
 from .fakes import CONVERSATIONS, graph
 
 WORKER = Path(__file__).with_name("resume_worker.py")
-DELAY = 0.05
+DELAY = 0.01
 STAGES = ("extract", "resolve", "facts")
 
 
@@ -28,13 +27,24 @@ def _start(db: Path, cache: Path) -> subprocess.Popen:
     return proc
 
 
-def _finish(db: Path, cache: Path) -> float:
-    """Run to the end; returns the seconds from READY to DONE."""
+def _finish(db: Path, cache: Path) -> int:
+    """Run to the end; returns how many batches reached the backend."""
     proc = _start(db, cache)
-    t0 = time.perf_counter()
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and "DONE" in out, err
-    return time.perf_counter() - t0
+    return sum(line.startswith("BATCH ") for line in out.splitlines())
+
+
+def _kill_in_batch(proc: subprocess.Popen, k: int) -> bool:
+    """SIGKILL the run while its ``k``-th backend batch is in flight; False if it ended before that batch."""
+    seen = 0
+    for line in proc.stdout:
+        seen += line.startswith("BATCH ")
+        if seen == k:
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.communicate(timeout=30)
+    return proc.returncode == -signal.SIGKILL
 
 
 def _snapshot(db: Path) -> dict:
@@ -56,7 +66,8 @@ def _progress(db: Path) -> int:
 
 def test_killed_runs_resume_to_the_same_graph(tmp_path):
     ref_db = tmp_path / "ref.db"
-    work_s = _finish(ref_db, tmp_path / "ref-cache")
+    batches = _finish(ref_db, tmp_path / "ref-cache")
+    assert batches >= 6, batches
     reference = _snapshot(ref_db)
     total = _progress(ref_db)
     assert reference["graph"]["conv-a"]["counts"]["facts"] > 0
@@ -64,11 +75,10 @@ def test_killed_runs_resume_to_the_same_graph(tmp_path):
     partial: set[int] = set()
     for run in range(2):
         db, cache = tmp_path / f"run{run}.db", tmp_path / f"cache{run}"
-        for lo, hi in ((0.05, 0.35), (0.3, 0.6), (0.5, 0.9)):  # reruns start later stages: spread the kills
-            proc = _start(db, cache)
-            time.sleep(rng.uniform(lo, hi) * work_s)
-            proc.send_signal(signal.SIGKILL)
-            proc.communicate(timeout=30)
+        # A rerun replays finished batches from the cache, so each kill lands further on; kill until it ends.
+        for _ in range(12):
+            if not _kill_in_batch(_start(db, cache), rng.randint(2, batches // 2)):
+                break
             done = _progress(db)
             if 0 < done < total:
                 partial.add(done)
