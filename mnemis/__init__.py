@@ -2,4 +2,12 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["Memory", "Message", "__version__"]
+
+
+def __getattr__(name: str):  # `from mnemis import Memory` without importing the pipeline on `import mnemis`
+    if name in ("Memory", "Message"):
+        from mnemis import memory
+
+        return getattr(memory, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,6 @@ over retrieval settings reuse it and make no extraction calls.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -16,10 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemis.config import build, config_hash, drop_fields, to_plain
+from mnemis.components import _MODELS, Models  # noqa: F401  (_MODELS: the process-level model cache)
+from mnemis.config import config_hash, drop_fields, to_plain
 from mnemis.data.load import load_dataset
 from mnemis.data.sources import SOURCES, DataDirs, side_file
-from mnemis.roles import check_roles, judge_specs, roles_summary, run_seeds
+from mnemis.roles import check_roles, roles_summary, run_seeds
 from mnemis.scale.shard import restrict_dataset, sharded_address
 from mnemis.store import GraphStore
 from mnemis.types import Dataset, Question
@@ -36,7 +36,6 @@ BUILD_CODE_VERSION = 2
 NOT_BUILD_FIELDS = frozenset({"cache_dir", "cache_mode", "show_progress"})
 GRAPH_METHODS = {"mnemis"}
 METHODS = ("mnemis", "rag", "full_context", "mem0", "mem0g")
-_MODELS: dict[str, Any] = {}  # process-level model cache (one engine per config, reused across multirun jobs)
 
 
 def build_view(plain: dict[str, Any], keys: Sequence[str] = BUILD_KEYS, *, prompts: str = "build") -> dict[str, Any]:
@@ -71,156 +70,52 @@ def artifact_dir(plain: dict[str, Any]) -> Path:
     return Path(plain["paths"]["artifacts_dir"]) / build_address(plain)
 
 
-class Models:
-    """Builds each configured model on first use and keeps it for the process. LLM roles with the same
-    config share one engine (e.g. a judge slot set to ``${llm}``)."""
-
-    def __init__(self, cfg: Any, plain: dict[str, Any]) -> None:
-        self.cfg, self.plain = cfg, plain
-        self._llms: list[Any] = []
-
-    def _get(self, key: str, node: Any = None, plain: Any = None, ident_key: str | None = None,
-             **kwargs: Any) -> Any:
-        if node is None:
-            node, plain = self.cfg.get(key), self.plain.get(key)
-        if node is None:
-            raise ValueError(f"config has no `{key}` node; choose one, e.g. {key}=...")
-        ident = (ident_key or key) + ":" + json.dumps(plain, sort_keys=True, default=str)
-        if ident not in _MODELS:
-            t0 = time.perf_counter()
-            obj = build(node)
-            if isinstance(obj, functools.partial):
-                obj = obj(**kwargs)
-            _MODELS[ident] = obj
-            log.info("built %s in %.1f s", key, time.perf_counter() - t0)
-        return _MODELS[ident]
-
-    def _llm_role(self, key: str, node: Any, plain: Any) -> Any:
-        obj = self._get(key, node, plain, ident_key="llm")
-        if not any(obj is o for o in self._llms):
-            self._llms.append(obj)
-        return obj
-
-    @property
-    def llm(self) -> Any:
-        return self._llm_role("llm", self.cfg.get("llm"), self.plain.get("llm"))
-
-    def role(self, key: str) -> Any:
-        """The LLM of a role in ``mnemis.roles.ROLE_KEYS`` (its own config, or ``llm`` when null)."""
-        if self.plain.get(key) is None:
-            return self.llm
-        return self._llm_role(key, self.cfg.get(key), self.plain.get(key))
-
-    @property
-    def selector_llm(self) -> Any:
-        return self.role("selector_llm")
-
-    @property
-    def answer_llm(self) -> Any:
-        return self.role("answer_llm")
-
-    @property
-    def embedder(self) -> Any:
-        return self._get("embedder")
-
-    @property
-    def reranker(self) -> Any:
-        """The configured reranker behind a deduplicating score cache (``rerank_cache: false`` = dedup only)."""
-        key = "rerank_cache:" + json.dumps([self.plain.get("reranker"), self.plain.get("rerank_cache", True)],
-                                           sort_keys=True, default=str)
-        if key not in _MODELS:
-            from mnemis.models.rerank_cache import CachedReranker
-
-            cache = Path(self.plain["paths"]["cache_dir"]) / "rerank" if self.plain.get("rerank_cache", True) else None
-            _MODELS[key] = CachedReranker(self._get("reranker", embedder=self.embedder), cache)
-        return _MODELS[key]
-
-    def judges(self, specs: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """``{name: Judge}`` for ``judge_specs`` (run ``check_roles`` first for friendly errors)."""
-        from mnemis.eval.judge import Judge
-
-        out = {}
-        for spec in judge_specs(self.plain) if specs is None else specs:
-            slot = spec["llm"]
-            if slot is None:
-                llm = self.llm
-            else:
-                node = (self.cfg.get("judge_llms") or {}).get(slot)
-                if node is None:
-                    raise ValueError(f"judge {spec['name']!r}: judge_llms.{slot} is empty")
-                llm = self._llm_role(f"judge_llms.{slot}", node, (self.plain.get("judge_llms") or {}).get(slot))
-            out[spec["name"]] = Judge(llm, spec["criterion"])
-        return out
-
-    def ledger(self) -> Any:
-        """One ledger over every LLM this job used (roles sharing an engine counted once)."""
-        from mnemis.models.ledger import Ledger
-
-        total = Ledger()
-        for obj in self._llms:
-            total.merge(obj.ledger)
-        return total
-
-    def built(self, key: str) -> bool:
-        """Whether the model of this config node exists already (used to skip work without building it)."""
-        return key + ":" + json.dumps(self.plain.get(key), sort_keys=True, default=str) in _MODELS
-
-    def reset_ledgers(self) -> None:
-        """Zero the token ledgers (and reranker cache counts) of models kept from an earlier job (multirun)."""
-        for obj in _MODELS.values():
-            if hasattr(obj, "ledger"):
-                obj.ledger.reset()
-            if hasattr(obj, "reset_stats"):
-                obj.reset_stats()
-
-
 def _write(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=2, default=str))
 
 
 def run_build(plain: dict[str, Any], out: Path, models: Models | None = None) -> dict[str, Any]:
-    """Store the dataset slice, then (when a graph method is asked for) the base graph and hierarchy.
+    """Store the dataset slice, then (when a graph method is asked for) the base graph and hierarchy,
+    through :class:`mnemis.memory.Memory` (the library's composition path).
 
     Each stage is resumable and recorded in the store's meta, so a rerun of a finished build makes no
     LLM call at all.
     """
+    from mnemis.memory import Memory
+
     data = load_configured_dataset(plain)
     path = artifact_dir(plain) / plain["store"]["filename"]
     methods = list(plain.get("methods") or [])
     stages: dict[str, Any] = {}
-    with GraphStore(path) as store:
+    cfg = models.cfg if models is not None else None
+    with Memory(cfg, path=path, models=models, plain=plain) as memory:
+        store = memory.store
         store.set_meta("build_config", build_view(plain))
-        store.upsert_episodes(data.episodes)
+        memory.store_episodes(data.episodes)
         store.upsert_questions(data.questions)
         if models is not None and (GRAPH_METHODS & set(methods) or "rag" in methods):
-            from mnemis.ingest.embed_items import embed_missing
-
-            stages["embed_episodes"] = embed_missing(store, models.embedder, data.groups, kinds=("episode",))
+            stages["embed_episodes"] = memory.embed_episodes(data.groups)
         if models is not None and GRAPH_METHODS & set(methods):
-            stages.update(_build_graph(plain, store, data, models, out))
+            stages.update(_build_graph(memory, data, out))
         counts = {g: store.counts(g) for g in data.groups}
     summary = {"store": str(path), "dataset": data.summary(), "store_counts": counts, "stages": stages}
     _write(out / "build_summary.json", summary)
     return summary
 
 
-def _build_graph(plain: dict[str, Any], store: GraphStore, data: Dataset, models: Models, out: Path) -> dict:
-    from mnemis.hierarchy import organize
-
+def _build_graph(memory: Any, data: Dataset, out: Path) -> dict:
     stages: dict[str, Any] = {}
+    store = memory.store
     if store.get_meta("built:base_graph") is None:
         t0 = time.perf_counter()
-        builder = build(models.cfg.ingest)(store=store, llm=models.llm, embedder=models.embedder)
-        stats = builder.ingest(data.episodes)
-        stats_d = stats.to_dict()
+        stats_d = memory.add_episodes(data.episodes).to_dict()
         store.set_meta("built:base_graph", {"stats": stats_d, "seconds": time.perf_counter() - t0})
         stages["base_graph"] = stats_d
     else:
         stages["base_graph"] = "reused"
     hier = store.get_meta("built:hierarchy")
     if hier is None:
-        metrics = organize(store, models.llm, data.groups, build(models.cfg.hierarchy), embedder=models.embedder)
-        hier = {g: m.model_dump() if hasattr(m, "model_dump") else m for g, m in metrics.items()}
+        hier = memory.organize(data.groups)
         store.set_meta("built:hierarchy", hier)
         stages["hierarchy"] = "built"
     else:
@@ -339,14 +234,12 @@ def _method_contexts(
         return run.contexts, run.retrieved
     # mnemis: System-1 + System-2 + fusion over the built graph
     from mnemis.eval.route_recall import route_recall
-    from mnemis.retrieve.pipeline import run_retrieval
+    from mnemis.memory import Memory
 
-    reranker = models.reranker if (plain["retrieval"].get("fusion") or {}).get("scorer") == "reranker" else None
-    res = run_retrieval(store, questions, plain["retrieval"], embedder=models.embedder, llm=models.selector_llm,
-                        reranker=reranker)
+    res = Memory(models.cfg, plain=plain, models=models, store=store).retrieve(questions)
     res.save(out)
-    if hasattr(reranker, "stats"):
-        _write(out / "rerank_cache.json", reranker.stats.to_dict())
+    if (plain["retrieval"].get("fusion") or {}).get("scorer") == "reranker" and hasattr(models.reranker, "stats"):
+        _write(out / "rerank_cache.json", models.reranker.stats.to_dict())
     recall.update({f"mnemis/{k}": v for k, v in route_recall(store, questions, res.routes()).items()})
     return res.texts, res.contexts
 

@@ -174,6 +174,10 @@ def summarize(run_dir: Path) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ running
 def run_mode(mode: str, experiment: str, run_dir: Path, overrides: Sequence[str]) -> float:
     """``mnemis run experiment=... mode=...`` into ``run_dir``; returns its wall seconds."""
+    if mode == "paper" and not any(o.lstrip("+").startswith("judge_llms.paper") for o in overrides):
+        # the paper judged with GPT-4.1-mini, which this machine cannot reach: judge with the model under test
+        # (as the tuned mode does), so the two modes differ only in the method
+        overrides = [*overrides, "judge_llms.paper=${llm}"]
     cmd = [sys.executable, "-m", "mnemis.cli", "run", f"experiment={experiment}", f"mode={mode}",
            f"hydra.run.dir={run_dir}", *overrides]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline",

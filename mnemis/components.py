@@ -1,0 +1,159 @@
+"""The configured models of a job, each built on first use and kept for the process.
+
+A multirun sweep reuses one engine between jobs: models are cached in ``_MODELS`` by their config, and LLM
+roles with the same config (e.g. a judge slot set to ``${llm}``) share one engine. Both the CLI jobs and
+:class:`mnemis.memory.Memory` get their models here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mnemis.config import build
+from mnemis.roles import judge_specs
+
+log = logging.getLogger(__name__)
+
+_MODELS: dict[str, Any] = {}  # process-level model cache (one engine per config, reused across multirun jobs)
+
+
+class Models:
+    """Builds each configured model on first use and keeps it for the process. LLM roles with the same
+    config share one engine (e.g. a judge slot set to ``${llm}``)."""
+
+    def __init__(self, cfg: Any, plain: dict[str, Any]) -> None:
+        self.cfg, self.plain = cfg, plain
+        self._llms: list[Any] = []
+
+    def _get(self, key: str, node: Any = None, plain: Any = None, ident_key: str | None = None,
+             **kwargs: Any) -> Any:
+        if node is None:
+            node, plain = self.cfg.get(key), self.plain.get(key)
+        if node is None:
+            raise ValueError(f"config has no `{key}` node; choose one, e.g. {key}=...")
+        ident = (ident_key or key) + ":" + json.dumps(plain, sort_keys=True, default=str)
+        if ident not in _MODELS:
+            t0 = time.perf_counter()
+            obj = build(node)
+            if isinstance(obj, functools.partial):
+                obj = obj(**kwargs)
+            _MODELS[ident] = obj
+            log.info("built %s in %.1f s", key, time.perf_counter() - t0)
+        return _MODELS[ident]
+
+    def _llm_role(self, key: str, node: Any, plain: Any) -> Any:
+        obj = self._get(key, node, plain, ident_key="llm")
+        if not any(obj is o for o in self._llms):
+            self._llms.append(obj)
+        return obj
+
+    @property
+    def llm(self) -> Any:
+        return self._llm_role("llm", self.cfg.get("llm"), self.plain.get("llm"))
+
+    def role(self, key: str) -> Any:
+        """The LLM of a role in ``mnemis.roles.ROLE_KEYS`` (its own config, or ``llm`` when null)."""
+        if self.plain.get(key) is None:
+            return self.llm
+        return self._llm_role(key, self.cfg.get(key), self.plain.get(key))
+
+    @property
+    def selector_llm(self) -> Any:
+        return self.role("selector_llm")
+
+    @property
+    def answer_llm(self) -> Any:
+        return self.role("answer_llm")
+
+    @property
+    def embedder(self) -> Any:
+        return self._get("embedder")
+
+    @property
+    def reranker(self) -> Any:
+        """The configured reranker behind a deduplicating score cache (``rerank_cache: false`` = dedup only)."""
+        key = "rerank_cache:" + json.dumps([self.plain.get("reranker"), self.plain.get("rerank_cache", True)],
+                                           sort_keys=True, default=str)
+        if key not in _MODELS:
+            from mnemis.models.rerank_cache import CachedReranker
+
+            cache = Path(self.plain["paths"]["cache_dir"]) / "rerank" if self.plain.get("rerank_cache", True) else None
+            _MODELS[key] = CachedReranker(self._get("reranker", embedder=self.embedder), cache)
+        return _MODELS[key]
+
+    def judges(self, specs: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """``{name: Judge}`` for ``judge_specs`` (run ``check_roles`` first for friendly errors)."""
+        from mnemis.eval.judge import Judge
+
+        out = {}
+        for spec in judge_specs(self.plain) if specs is None else specs:
+            slot = spec["llm"]
+            if slot is None:
+                llm = self.llm
+            else:
+                node = (self.cfg.get("judge_llms") or {}).get(slot)
+                if node is None:
+                    raise ValueError(f"judge {spec['name']!r}: judge_llms.{slot} is empty")
+                llm = self._llm_role(f"judge_llms.{slot}", node, (self.plain.get("judge_llms") or {}).get(slot))
+            out[spec["name"]] = Judge(llm, spec["criterion"])
+        return out
+
+    def ledger(self) -> Any:
+        """One ledger over every LLM this job used (roles sharing an engine counted once)."""
+        from mnemis.models.ledger import Ledger
+
+        total = Ledger()
+        for obj in self._llms:
+            total.merge(obj.ledger)
+        return total
+
+    def built(self, key: str) -> bool:
+        """Whether the model of this config node exists already (used to skip work without building it)."""
+        return key + ":" + json.dumps(self.plain.get(key), sort_keys=True, default=str) in _MODELS
+
+    def reset_ledgers(self) -> None:
+        """Zero the token ledgers (and reranker cache counts) of models kept from an earlier job (multirun)."""
+        for obj in _MODELS.values():
+            if hasattr(obj, "ledger"):
+                obj.ledger.reset()
+            if hasattr(obj, "reset_stats"):
+                obj.reset_stats()
+
+
+class GivenModels:
+    """Models handed over as objects (a notebook's own LLM client, embedder, reranker) instead of configs.
+
+    ``selector_llm`` / ``answer_llm`` default to ``llm``; ``reranker`` is needed only when the retrieval
+    config fuses with ``scorer: reranker``.
+    """
+
+    def __init__(self, llm: Any, embedder: Any, reranker: Any = None, *, selector_llm: Any = None,
+                 answer_llm: Any = None) -> None:
+        self.llm, self.embedder, self._reranker = llm, embedder, reranker
+        self.selector_llm = selector_llm or llm
+        self.answer_llm = answer_llm or llm
+        self.cfg = None
+
+    @property
+    def reranker(self) -> Any:
+        if self._reranker is None:
+            raise ValueError("retrieval.fusion.scorer is 'reranker' but no reranker was given; pass reranker=... "
+                             "or fuse without one (retrieval.fusion.scorer=rrf)")
+        return self._reranker
+
+    def ledger(self) -> Any:
+        """One ledger over the given LLMs (shared objects counted once)."""
+        from mnemis.models.ledger import Ledger
+
+        total, seen = Ledger(), []
+        for obj in (self.llm, self.selector_llm, self.answer_llm):
+            if hasattr(obj, "ledger") and not any(obj is s for s in seen):
+                seen.append(obj)
+                total.merge(obj.ledger)
+        return total
