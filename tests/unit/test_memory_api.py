@@ -3,6 +3,9 @@ clear errors for bad input (scripted LLM, hashing embedder: logic, not quality).
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 
 from mnemis import Memory, Message
@@ -16,6 +19,14 @@ ALICE = [
     Message(speaker="Alice", text="Yes, Carla drove us from Denver.", time="2024-05-01T10:02"),
 ]
 BOB = [{"speaker": "Bob", "content": "Bob: Dana and Eric visited Lisbon.", "time": "2024-06-01T09:00"}]
+
+
+def _example():
+    path = Path(__file__).resolve().parents[2] / "examples" / "library_quickstart.py"
+    spec = importlib.util.spec_from_file_location("library_quickstart", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    return example
 
 
 def _memory(tmp_path, overrides=()):
@@ -106,3 +117,27 @@ def test_reopened_memory_keeps_what_was_added(tmp_path):
         again.add("alice", [{"speaker": "Bob", "text": "Miso is asleep.", "time": "2024-05-02T08:00"}])
         assert [e.position for e in again.store.episodes("alice")][-1] == 3
         assert llm.ledger.stage("extract_entities").calls == 1  # only the new message was extracted
+
+
+def test_the_library_example_composes_from_config(tmp_path, monkeypatch, capsys):
+    """``examples/library_quickstart.py``'s own entry point (Memory.from_config + overrides), with the
+    schema-fake LLM and hashing embedder; the integration suite runs it on the real tiny models."""
+    example = _example()
+    monkeypatch.chdir(tmp_path)
+    example.main(["llm=schema_fake", "embedder=hashing", "reranker=cosine", f"paths.cache_dir={tmp_path}/cache"])
+    assert (tmp_path / "runs" / "examples" / "library.db").is_file()
+    out = capsys.readouterr().out
+    assert "memory: 6 messages" in out and out.count("\nQ: ") == 2
+
+
+def test_the_library_example_reruns_without_rebuilding(tmp_path):
+    example = _example()
+    mem, llm = _memory(tmp_path)
+    with mem:
+        example.run(mem)
+        before = llm.ledger.to_dict()["stages"]
+        example.run(mem)  # the chat is added once and the hierarchy kept: only selection and answers again
+        after = llm.ledger.to_dict()["stages"]
+        grown = {s for s, v in after.items() if v["calls"] > before.get(s, {}).get("calls", 0)}
+        assert "answer" in grown and grown <= {"select", "answer"}, grown
+        assert mem.counts("demo")["episodes"] == len(example.CHAT)
