@@ -181,6 +181,9 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models, tracker: Any = No
                     judge_max_tokens=judge_cfg.get("max_tokens", 200),  # an int or "auto" (the schema's worst case)
                 )
             timings[method] = round(time.perf_counter() - t0, 2)
+        from mnemis.eval.explorer import GRAPH_FILE, graph_snapshot
+
+        _write(out / GRAPH_FILE, graph_snapshot(store, questions))  # names, hierarchy, evidence for report.html
     if recall:
         _write(out / "recall.json", recall)
     _write(out / "timings.json", timings)

@@ -116,13 +116,17 @@ def judge_one_llm(
         except Exception:  # noqa: BLE001 - judge failures are counted, never raised (nor recorded)
             log.exception("judge %s failed for the whole batch", stage)
             continue
+        reasons: dict[int, str] = {}
         for j, res in zip(chunk, results):
             parsed = getattr(res, "parsed", None)
             if res.error is None and parsed is not None:
                 labels[todo[j]] = parsed.label == "CORRECT"
-        if log_ is not None:
-            log_.append({"key": keys[j], "question_id": questions[todo[j]].id, "label": labels[todo[j]]}
-                        for j in chunk)
+                reasons[j] = str(getattr(parsed, "reasoning", "") or "")
+            else:
+                reasons[j] = f"(no usable reply: {res.error})"
+        if log_ is not None:  # the rationale is kept for the run's explorer (report.html)
+            log_.append({"key": keys[j], "question_id": questions[todo[j]].id, "label": labels[todo[j]],
+                         "reasoning": reasons.get(j, "")} for j in chunk)
     failures = sum(labels[i] is None for i in todo)
     if failures:
         log.warning("judge %s: %d of %d replies unusable (label None)", stage, failures, len(todo))

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mnemis.eval.explorer import write_html
 from mnemis.eval.metrics import metrics_by_method, order_categories
 from mnemis.eval.records import QUESTIONS_FILE, read_records
 
@@ -321,7 +322,8 @@ def _hierarchy_section(h: Any) -> list[str]:
 
 
 def write_report(run_dir: str | Path) -> Path:
-    """Write ``report.md`` and plots into ``run_dir`` from its files; returns the report path."""
+    """Write ``report.md``, its plots and ``report.html`` (:mod:`mnemis.eval.explorer`) into ``run_dir`` from
+    its files; returns the report path."""
     run = Path(run_dir)
     metrics = _load(run, "metrics.json")
     qfile = run / QUESTIONS_FILE
@@ -383,6 +385,9 @@ def write_report(run_dir: str | Path) -> Path:
             lines += ["![cost](cost.png)", ""]
     if hierarchy:
         lines += _hierarchy_section(hierarchy)
+    lines += ["## Explore", "", "Per-question drill-down, System-2 walks and the hierarchy: [report.html](report.html) "
+              "(one self-contained page; open it in a browser).", ""]
     out = run / REPORT_FILE
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_html(run)
     return out

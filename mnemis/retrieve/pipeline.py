@@ -44,7 +44,8 @@ class RetrievalOutput(BaseModel):
         return out
 
     def save(self, out_dir: str | Path) -> None:
-        """``contexts.jsonl`` (fused hits + rendered text) and, with System-2, ``traversal.jsonl``."""
+        """``contexts.jsonl`` (fused hits + rendered text), with System-1 ``system1.jsonl`` (its ranked ids)
+        and with System-2 ``traversal.jsonl``."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         with (out / "contexts.jsonl").open("w", encoding="utf-8") as fh:
@@ -52,6 +53,12 @@ class RetrievalOutput(BaseModel):
                 row = {**ctx.model_dump(mode="json"), "text": r.text, "tokens": r.tokens,
                        "included": r.included}
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        if self.system1 is not None:  # System-1's own ranking, before fusion (the explorer shows its ranks)
+            with (out / "system1.jsonl").open("w", encoding="utf-8") as fh:
+                for ctx in self.system1:
+                    row = {"question_id": ctx.question_id, "group_id": ctx.group_id,
+                           **{kind: [h.id for h in getattr(ctx, kind)] for kind in ("episodes", "entities", "facts")}}
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
         if self.system2 is not None:
             save_traversals(self.system2, out / "traversal.jsonl")
             (out / "selection_cost.json").write_text(json.dumps(selection_cost(self.system2), indent=2))

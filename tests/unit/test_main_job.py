@@ -39,6 +39,8 @@ def test_sweep_over_retrieval_reuses_the_memory(tmp_path, locomo_path):
         assert {"rag", "mnemis/system1", "mnemis/system2", "mnemis/fused"} <= set(recall)
         assert {"direct", "reachable", "recall@5", "recall@10", "mrr"} <= set(recall["rag"]["overall"])
         assert (job / "recall.png").stat().st_size > 0 and "recall.png" in (job / "report.md").read_text()
+        page = (job / "report.html").read_text()  # the explorer, with the store's names and evidence turns
+        assert all(r["question"] in page for r in rows) and "Caroline" in page
     assert json.loads((first / "config.json").read_text())["retrieval"]["k"] == 5
     assert json.loads((second / "config.json").read_text())["retrieval"]["k"] == 10
     assert len(list((tmp_path / "artifacts").iterdir())) == 1

@@ -1,0 +1,329 @@
+"""``report.html``: one self-contained page (no server, no CDN) to look inside a run.
+
+- a summary per method (judged accuracy with its CI, token F1, evidence recall);
+- per question: the gold and every method's answer with each judge's label and rationale, the rendered
+  memory with the evidence turns marked, System-1's ranks, and the System-2 walk as a tree marking
+  selected, shortcut (take-all-children) and invented nodes;
+- per group: the hierarchy, layer by layer, with children and coverage;
+- filters by category, by correct / wrong, and by whether the evidence was reached.
+
+Everything comes from the run directory (``mnemis report`` regenerates the page): ``questions.jsonl``,
+``metrics.json``, ``recall.json``, ``contexts.jsonl``, ``system1.jsonl``, ``traversal.jsonl``,
+``hierarchy_metrics.json``, the judges' progress files (rationales) and ``explorer_graph.json``, the
+names, hierarchy and evidence turns the eval job copies out of the store (:func:`graph_snapshot`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mnemis.types import Question
+
+HTML_FILE = "report.html"
+GRAPH_FILE = "explorer_graph.json"
+
+
+# ------------------------------------------------------------------------------ snapshot (eval job)
+def graph_snapshot(store: Any, questions: Sequence[Question]) -> dict[str, Any]:
+    """What the page needs from the store: per group the node names, the hierarchy (layers, children) and
+    the rendered evidence turns of the questions."""
+    from mnemis.eval.render import format_episode
+
+    out: dict[str, Any] = {"groups": {}, "evidence": {}}
+    by_group: dict[str, list[Question]] = defaultdict(list)
+    for q in questions:
+        by_group[q.group_id].append(q)
+    for g, qs in by_group.items():
+        nodes = {e.id: {"name": e.name, "layer": 0} for e in store.entities(g)}
+        cats = store.categories(g)
+        nodes.update({c.id: {"name": c.name, "layer": c.layer} for c in cats})
+        children: dict[str, list[str]] = defaultdict(list)
+        for e in store.category_edges(g):
+            children[e.parent_id].append(e.child_id)
+        layers: dict[int, list[str]] = defaultdict(list)
+        for c in cats:
+            layers[c.layer].append(c.id)
+        out["groups"][g] = {"nodes": nodes, "children": dict(children),
+                            "layers": {str(k): v for k, v in sorted(layers.items())}}
+        ids = sorted({i for q in qs for i in q.evidence})
+        episodes = {e.id: e for e in store.episodes(g, ids)} if ids else {}
+        for q in qs:
+            out["evidence"][q.id] = [{"id": i, "line": format_episode(episodes[i])} for i in q.evidence
+                                     if i in episodes]
+    return out
+
+
+# ------------------------------------------------------------------------------ reading the run dir
+def _json(path: Path, default: Any = None) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else default
+    except (OSError, json.JSONDecodeError):
+        return default
+
+
+def _jsonl(path: Path) -> Iterable[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut by a kill: the rest of the page still renders
+    return rows
+
+
+def _rationales(run: Path) -> dict[tuple[str, str, str], str]:
+    """``(method, judge, question_id) -> reasoning`` from ``progress/judge.<method>.<seed>.<judge>.jsonl``."""
+    out: dict[tuple[str, str, str], str] = {}
+    for f in sorted((run / "progress").glob("judge.*.jsonl")):
+        parts = f.name.split(".")
+        if len(parts) < 5:
+            continue
+        method, judge = parts[1], parts[3]
+        for row in _jsonl(f):
+            if row.get("reasoning"):
+                out[(method, judge, row.get("question_id", ""))] = row["reasoning"]
+    return out
+
+
+def _summary(metrics: dict[str, Any], recall: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for method, m in metrics.items():
+        if not isinstance(m, dict):
+            continue
+        judge = m.get("headline_judge") or next(iter(m.get("judges") or {}), None)
+        overall = (((m.get("judges") or {}).get(judge) or {}).get("raw") or {}).get("overall") or {}
+        route = f"{method}/fused" if f"{method}/fused" in recall else method
+        rec = (recall.get(route) or {}).get("overall") or {}
+        rows.append({"method": method, "judge": judge, "accuracy": overall.get("accuracy"),
+                     "ci": overall.get("ci"), "total": overall.get("total"),
+                     "f1": ((m.get("answer_scores") or {}).get("overall") or {}).get("f1"),
+                     "recall": rec.get("direct", rec.get("recall"))})
+    return rows
+
+
+def explorer_data(run_dir: str | Path) -> dict[str, Any]:
+    """The page's data, read from the run directory (any file may be missing)."""
+    run = Path(run_dir)
+    metrics = _json(run / "metrics.json", {}) or {}
+    if "judges" in metrics:  # one method's metrics at the top level
+        metrics = {"run": metrics}
+    recall = _json(run / "recall.json", {}) or {}
+    graph = _json(run / GRAPH_FILE, {}) or {}
+    evidence = graph.get("evidence", {})
+    contexts = {r["question_id"]: r for r in _jsonl(run / "contexts.jsonl") if "question_id" in r}
+    system1 = {r["question_id"]: r for r in _jsonl(run / "system1.jsonl") if "question_id" in r}
+    traversal = {r["question_id"]: r for r in _jsonl(run / "traversal.jsonl") if "question_id" in r}
+    why = _rationales(run)
+    questions: dict[str, dict[str, Any]] = {}
+    methods: list[str] = []
+    for r in _jsonl(run / "questions.jsonl"):
+        qid, method = r.get("question_id"), r.get("method", "?")
+        if qid is None:
+            continue
+        if method not in methods:
+            methods.append(method)
+        q = questions.setdefault(qid, {
+            "id": qid, "group": r.get("group_id"), "category": r.get("category"), "question": r.get("question"),
+            "gold": r.get("audited_gold") or r.get("gold"), "evidence": evidence.get(qid, []), "methods": {},
+            "context": (contexts.get(qid) or {}).get("text"), "system1": system1.get(qid),
+            "traversal": traversal.get(qid)})
+        ev = {e["id"] for e in q["evidence"]}
+        labels = r.get("audited_labels") or r.get("labels") or {}
+        q["methods"].setdefault(method, {
+            "answer": r.get("answer"), "error": r.get("answer_error"), "labels": labels, "seed": r.get("seed", 0),
+            "rationales": {j: why.get((method, j, qid), "") for j in labels},
+            "reached": (bool(ev & set(r.get("context_ids") or [])) if ev and r.get("context_ids") else None)})
+    hier = _json(run / "hierarchy_metrics.json", {}) or {}
+    if isinstance(hier, list):  # a list of per-group metrics
+        hier = {str(m.get("group_id", i)): m for i, m in enumerate(hier) if isinstance(m, dict)}
+    elif "group_id" in hier or "entities" in hier:  # one group's metrics
+        hier = {str(hier.get("group_id", "group")): hier}
+    groups = {g: {**v, "metrics": hier.get(g)} for g, v in (graph.get("groups") or {}).items()}
+    for g, m in hier.items():
+        groups.setdefault(g, {"nodes": {}, "children": {}, "layers": {}, "metrics": m})
+    return {"run": run.name, "methods": methods, "summary": _summary(metrics, recall),
+            "questions": list(questions.values()), "groups": groups}
+
+
+# ------------------------------------------------------------------------------ the page
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1200px;padding:16px;color:#1d1d1f}
+h1{font-size:20px}h2{font-size:17px;margin-top:28px}table{border-collapse:collapse;width:100%}
+th,td{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f4f4f6}
+.ok{color:#137333;font-weight:600}.bad{color:#b3261e;font-weight:600}.na{color:#777}
+#filters{display:flex;gap:16px;flex-wrap:wrap;background:#f4f4f6;padding:8px;border-radius:6px;margin:8px 0}
+tr.q{cursor:pointer}tr.q:hover{background:#fafafa}tr.detail>td{background:#fcfcfd;padding:12px}
+pre{white-space:pre-wrap;font:12px/1.4 ui-monospace,Menlo,monospace;background:#f7f7f9;padding:8px;max-height:360px;overflow:auto}
+mark.ev{background:#fff2a8}.tree ul{list-style:none;margin:0;padding-left:18px}
+.sel{color:#137333;font-weight:600}.short{color:#8a4b00;font-weight:600}.skip{color:#888}.inv{color:#b3261e}
+.badge{display:inline-block;border-radius:4px;padding:0 5px;font-size:11px;margin-left:4px;background:#eee}
+details>summary{cursor:pointer}.muted{color:#666}
+"""
+
+_JS = r"""
+const D = JSON.parse(document.getElementById('data').textContent);
+const $ = (s, el=document) => el.querySelector(s);
+const esc = s => String(s ?? '').replace(/[&<>"]/g, c => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]));
+const pct = x => x == null ? '–' : (100 * x).toFixed(1);
+const mark = v => v === true ? '<span class="ok">✓</span>' : v === false ? '<span class="bad">✗</span>' : '<span class="na">–</span>';
+function nodeName(g, id) { const n = ((D.groups[g] || {}).nodes || {})[id]; return n ? n.name : id; }
+const HEAD = Object.fromEntries(D.summary.map(s => [s.method, s.judge]));
+function headLabel(a, method) { const l = (a || {}).labels || {}, j = Object.keys(l);
+  return HEAD[method] in l ? l[HEAD[method]] : j.length ? l[j[0]] : null; }
+
+function summary() {
+  const rows = D.summary.map(s => `<tr><td>${esc(s.method)}</td><td>${pct(s.accuracy)}</td>
+    <td>${s.ci ? pct(s.ci[0]) + '–' + pct(s.ci[1]) : '–'}</td><td>${s.total ?? '–'}</td>
+    <td>${s.f1 == null ? '–' : s.f1.toFixed(3)}</td><td>${pct(s.recall)}</td><td>${esc(s.judge)}</td></tr>`).join('');
+  $('#summary').innerHTML = `<table><tr><th>method</th><th>accuracy %</th><th>95% CI</th><th>questions</th>
+    <th>token F1</th><th>evidence recall %</th><th>judge</th></tr>${rows}</table>`;
+}
+
+function contextHtml(q) {
+  if (!q.context) return '<p class="muted">no rendered memory in this run (mnemis was not evaluated)</p>';
+  const ev = new Set(q.evidence.map(e => e.line));
+  return '<pre>' + q.context.split('\n').map(l => ev.has(l.trim()) ? `<mark class="ev">${esc(l)}</mark>` : esc(l)).join('\n') + '</pre>';
+}
+
+function system1Html(q) {
+  if (!q.system1) return '<p class="muted">no System-1 ranking recorded</p>';
+  const ev = new Set(q.evidence.map(e => e.id));
+  const ranks = q.system1.episodes.map((id, i) => [id, i + 1]).filter(([id]) => ev.has(id));
+  const list = q.evidence.map(e => { const r = q.system1.episodes.indexOf(e.id);
+    return `<li>${esc(e.id)}: ${r < 0 ? 'not ranked' : 'rank ' + (r + 1) + ' of ' + q.system1.episodes.length}</li>`; }).join('');
+  return `<ul>${list || '<li class="muted">no evidence turns</li>'}</ul><p class="muted">top episodes: ${
+    q.system1.episodes.slice(0, 5).map(esc).join(', ')}; ${ranks.length} of ${ev.size} evidence turns ranked</p>`;
+}
+
+function treeHtml(q) {
+  const t = q.traversal;
+  if (!t) return '<p class="muted">no System-2 traversal recorded</p>';
+  t.rounds = t.rounds || [];
+  if (!t.rounds.length) return `<p class="muted">no rounds${t.fallback ? ' (fell back: ' + esc(t.fallback) + ')' : ''}</p>`;
+  const g = (D.groups[q.group] || {}), kids = g.children || {};
+  const roundOf = {}; t.rounds.forEach((r, i) => (r.candidates || []).forEach(c => { if (!(c in roundOf)) roundOf[c] = i; }));
+  const seen = new Set();
+  function node(id, ri) {
+    const r = t.rounds[ri]; if (!r || seen.has(id)) return ''; seen.add(id);
+    const sel = (r.selected || []).includes(id), short = (r.flagged || []).includes(id);
+    const cls = short ? 'short' : sel ? 'sel' : 'skip';
+    const tag = short ? '<span class="badge">shortcut: all children</span>' : sel ? '<span class="badge">selected</span>' : '';
+    const next = (kids[id] || []).filter(c => roundOf[c] === ri + 1);
+    const label = `<span class="${cls}">${esc(nodeName(q.group, id))}</span>${tag}`;
+    if (!next.length) return `<li class="leaf">${label}</li>`;
+    return `<li><details class="node"><summary>${label} <span class="muted">(${next.length})</span></summary><ul>${
+      next.map(c => node(c, ri + 1)).join('')}</ul></details></li>`;
+  }
+  const roots = (t.rounds[0].candidates || []).map(c => node(c, 0)).join('');
+  const orphans = t.rounds.slice(1).flatMap((r, i) => (r.candidates || []).filter(c => !seen.has(c)).map(c => node(c, i + 1))).join('');
+  const inv = t.rounds.reduce((a, r) => a + (r.invented || 0), 0);
+  return `<div class="tree"><ul>${roots}${orphans}</ul></div><p class="muted">${t.rounds.length} rounds, ${
+    t.selected_nodes} nodes selected${inv ? `, <span class="inv">${inv} invented id(s) dropped</span>` : ''}${
+    t.fallback ? ', fell back: ' + esc(t.fallback) : ''}</p>`;
+}
+
+function detailHtml(q) {
+  const answers = D.methods.filter(m => q.methods[m]).map(m => { const a = q.methods[m];
+    const judges = Object.keys(a.labels || {}).map(j => `<div>${mark(a.labels[j])} <b>${esc(j)}</b>: ${
+      esc(a.rationales[j] || '(no rationale recorded)')}</div>`).join('');
+    return `<tr><td>${esc(m)}</td><td>${esc(a.answer)}${a.error ? ' <span class="bad">' + esc(a.error) + '</span>' : ''}</td>
+      <td>${judges}</td><td>${a.reached == null ? '–' : a.reached ? 'yes' : 'no'}</td></tr>`; }).join('');
+  return `<p><b>gold:</b> ${esc(q.gold)}</p><table><tr><th>method</th><th>answer</th><th>judges</th><th>evidence reached</th></tr>${answers}</table>
+    <h3>Evidence turns</h3><ul>${q.evidence.map(e => '<li>' + esc(e.line) + '</li>').join('') || '<li class="muted">none recorded</li>'}</ul>
+    <h3>Rendered memory (mnemis; evidence turns marked)</h3>${contextHtml(q)}
+    <h3>System-1 ranks of the evidence</h3>${system1Html(q)}
+    <h3>System-2 traversal</h3>${treeHtml(q)}`;
+}
+
+function questions() {
+  const cats = [...new Set(D.questions.map(q => q.category))].sort();
+  $('#f-cat').innerHTML = '<option value="">all</option>' + cats.map(c => `<option>${esc(c)}</option>`).join('');
+  $('#f-method').innerHTML = D.methods.map(m => `<option>${esc(m)}</option>`).join('');
+  const head = '<tr><th>question</th><th>category</th>' + D.methods.map(m => `<th>${esc(m)}</th>`).join('') + '</tr>';
+  const body = D.questions.map((q, i) => `<tr class="q" data-i="${i}"><td>${esc(q.question)}</td><td>${esc(q.category)}</td>${
+    D.methods.map(m => `<td>${q.methods[m] ? mark(headLabel(q.methods[m], m)) : '–'}</td>`).join('')}</tr>
+    <tr class="detail" data-i="${i}" hidden><td colspan="${2 + D.methods.length}"></td></tr>`).join('');
+  $('#questions').innerHTML = `<table>${head}${body}</table>`;
+  document.querySelectorAll('tr.q').forEach(tr => tr.addEventListener('click', () => {
+    const d = tr.nextElementSibling, q = D.questions[+tr.dataset.i];
+    if (!d.firstElementChild.innerHTML) d.firstElementChild.innerHTML = detailHtml(q);
+    d.hidden = !d.hidden;
+  }));
+  ['#f-cat', '#f-method', '#f-correct', '#f-reached'].forEach(s => $(s).addEventListener('change', filter));
+  filter();
+}
+
+function filter() {
+  const cat = $('#f-cat').value, m = $('#f-method').value, ok = $('#f-correct').value, re = $('#f-reached').value;
+  let shown = 0;
+  document.querySelectorAll('tr.q').forEach(tr => {
+    const q = D.questions[+tr.dataset.i], a = q.methods[m] || {};
+    const lab = headLabel(a, m);
+    const keep = (!cat || q.category === cat) && (!ok || (ok === 'correct' ? lab === true : lab === false))
+      && (!re || (re === 'yes' ? a.reached === true : a.reached === false));
+    tr.hidden = !keep; if (!keep) tr.nextElementSibling.hidden = true; shown += keep;
+  });
+  $('#shown').textContent = `${shown} of ${D.questions.length} questions`;
+}
+
+function hierarchy() {
+  const parts = Object.entries(D.groups).map(([g, v]) => {
+    const m = v.metrics || {}, layers = Object.keys(v.layers || {}).map(Number).sort((a, b) => b - a);
+    const kids = v.children || {};
+    const li = id => { const c = kids[id] || [];
+      return c.length ? `<li><details class="cat"><summary>${esc(nodeName(g, id))} <span class="muted">(${c.length})</span></summary><ul>${
+        c.map(li).join('')}</ul></details></li>` : `<li>${esc(nodeName(g, id))}</li>`; };
+    const top = layers.length ? (v.layers[String(layers[0])] || []) : [];
+    return `<details class="group"><summary><b>${esc(g)}</b>: ${m.entities ?? '?'} entities, ${m.layers ?? layers.length} layers, nodes per layer ${
+      esc(JSON.stringify(m.nodes_per_layer || []))}, coverage ${pct(m.coverage)}%</summary>${
+      top.length ? '<div class="tree"><ul>' + top.map(li).join('') + '</ul></div>' : '<p class="muted">no categories recorded</p>'}</details>`;
+  });
+  $('#hierarchy').innerHTML = parts.join('') || '<p class="muted">no hierarchy in this run</p>';
+}
+
+summary(); questions(); hierarchy();
+"""
+
+
+def render_html(data: dict[str, Any]) -> str:
+    """The page for ``data`` (:func:`explorer_data`): data, style and script inline."""
+    payload = json.dumps(data, ensure_ascii=False, default=str).replace("</", "<\\/")
+    title = html.escape(f"Mnemis run: {data.get('run', '')}")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>
+<body><h1>{title}</h1>
+<h2>Summary</h2><div id="summary"></div>
+<h2>Questions</h2>
+<div id="filters">
+ <label>category <select id="f-cat"></select></label>
+ <label>method <select id="f-method"></select></label>
+ <label>judged <select id="f-correct"><option value="">all</option><option value="correct">correct</option>
+   <option value="wrong">wrong</option></select></label>
+ <label>evidence reached <select id="f-reached"><option value="">all</option><option value="yes">yes</option>
+   <option value="no">no</option></select></label>
+ <span id="shown" class="muted"></span>
+</div>
+<p class="muted">Click a question for its answers, judges' rationales, rendered memory, System-1 ranks and System-2 walk.
+Marks: <span class="ok">✓</span> correct, <span class="bad">✗</span> wrong (the headline judge; the audited label where the audit changed the gold).</p>
+<div id="questions"></div>
+<h2>Hierarchy per group</h2><div id="hierarchy"></div>
+<script type="application/json" id="data">{payload}</script>
+<script>{_JS}</script>
+</body></html>
+"""
+
+
+def write_html(run_dir: str | Path) -> Path:
+    """Write ``report.html`` into ``run_dir`` from its files; returns its path."""
+    run = Path(run_dir)
+    out = run / HTML_FILE
+    out.write_text(render_html(explorer_data(run)), encoding="utf-8")
+    return out
