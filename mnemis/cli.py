@@ -7,7 +7,7 @@ import os
 import sys
 
 HYDRA_COMMANDS = ("build", "eval", "run", "report")
-COMMANDS = (*HYDRA_COMMANDS, "merge", "data", "models", "doctor")
+COMMANDS = (*HYDRA_COMMANDS, "merge", "compare", "data", "models", "doctor")
 USAGE = (
     "usage: mnemis <command> [key=value ...] [-m for a multirun sweep]\n"
     "\n"
@@ -99,6 +99,10 @@ def main(argv: list[str] | None = None) -> None:
 
         merge_command(rest)
         return
+    if command == "compare":
+        from mnemis.eval.compare import compare_command
+
+        raise SystemExit(compare_command(rest))
     if command == "data":
         from mnemis.data.sources import data_command
 

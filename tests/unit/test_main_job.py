@@ -44,6 +44,10 @@ def test_sweep_over_retrieval_reuses_the_memory(tmp_path, locomo_path):
     assert json.loads((first / "config.json").read_text())["retrieval"]["k"] == 5
     assert json.loads((second / "config.json").read_text())["retrieval"]["k"] == 10
     assert len(list((tmp_path / "artifacts").iterdir())) == 1
+    # the sweep ends with `mnemis compare` over its jobs: retrieval.k is the swept column
+    table = (tmp_path / "sweep" / "compare.md").read_text()
+    assert "| job | retrieval.k | method |" in table and table.count("| mnemis |") == 2
+    assert (tmp_path / "sweep" / "compare.png").stat().st_size > 0
     # reranker scores are cached on disk: the k=10 job finds the pairs the k=5 job scored
     cache1 = json.loads((first / "rerank_cache.json").read_text())
     cache2 = json.loads((second / "rerank_cache.json").read_text())
