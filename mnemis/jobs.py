@@ -284,8 +284,11 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         run_dir = plain.get("run_dir")
         if not run_dir or not Path(run_dir).is_dir():
             raise SystemExit(f"mnemis report: run_dir={run_dir!r} is not a run directory (pass run_dir=runs/...)")
+        from mnemis.eval.explorer import HTML_FILE, snapshot_from_build
+
+        snapshot_from_build(run_dir)  # a run from before the explorer: its names and hierarchy from the store
         path = write_report(run_dir)
-        print(f"report: {path}")
+        print(f"report: {path}\nexplorer: {Path(run_dir) / HTML_FILE}")
         return {"report": str(path)}
     methods = list(plain.get("methods") or [])
     unknown = [m for m in methods if m not in METHODS]

@@ -58,6 +58,32 @@ def graph_snapshot(store: Any, questions: Sequence[Question]) -> dict[str, Any]:
     return out
 
 
+def snapshot_from_build(run_dir: str | Path) -> Path | None:
+    """Write ``explorer_graph.json`` for a run dir that has none (a run from before the explorer), from the
+    store its ``build_summary.json`` names (relative paths: from the current directory, else from the run
+    dir's parents); None when the store cannot be found."""
+    from mnemis.store import GraphStore
+
+    run = Path(run_dir)
+    out = run / GRAPH_FILE
+    if out.is_file():
+        return out
+    store_path = (_json(run / "build_summary.json", {}) or {}).get("store")
+    if not store_path:
+        return None
+    candidates = [Path(store_path)] if Path(store_path).is_absolute() else \
+        [Path.cwd() / store_path, *(p / store_path for p in run.resolve().parents)]
+    path = next((c for c in candidates if c.is_file()), None)
+    if path is None:
+        return None
+    qids = {r.get("question_id") for r in _jsonl(run / "questions.jsonl")}
+    with GraphStore(path) as store:
+        questions = [q for g in store.groups() for q in store.questions(g) if q.id in qids]
+        snap = graph_snapshot(store, questions)
+    out.write_text(json.dumps(snap, indent=1, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
 # ------------------------------------------------------------------------------ reading the run dir
 def _json(path: Path, default: Any = None) -> Any:
     try:

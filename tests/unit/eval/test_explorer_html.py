@@ -5,7 +5,6 @@ errors, filters change the visible rows, a System-2 tree expands). The browser t
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -107,20 +106,12 @@ def test_mnemis_report_regenerates_the_page(tmp_path):
 
 
 def _browser():
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
+    from mnemis.eval.headless import NoBrowser, chromium
 
-    binary = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not binary or not driver:
-        pytest.skip("headless Chromium not installed (apt-get install chromium chromium-driver)")
-    opts = Options()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1400"):
-        opts.add_argument(arg)
-    opts.binary_location = binary
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(driver), options=opts)
+    try:
+        return chromium()
+    except NoBrowser as exc:
+        pytest.skip(str(exc))
 
 
 def test_page_in_headless_chromium(tmp_path):
