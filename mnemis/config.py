@@ -13,6 +13,24 @@ from typing import Any
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
+def _random_model(kind: str, cache_dir: str) -> str:
+    """``${random_model:qwen3,${paths.cache_dir}}``: a random-weight model folder (created on first use)."""
+    from mnemis.models.random_weights import same_arch_model
+
+    return same_arch_model(kind, cache_dir)
+
+
+def register_resolvers() -> None:
+    """The config resolvers of ``conf/`` (idempotent; done on import of this module)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("random_model"):
+        OmegaConf.register_new_resolver("random_model", _random_model, use_cache=True)
+
+
+register_resolvers()
+
+
 def to_plain(cfg: Any) -> Any:
     """A resolved OmegaConf node (or plain value) as plain dicts/lists."""
     from omegaconf import DictConfig, ListConfig, OmegaConf

