@@ -113,6 +113,7 @@ class GraphStore(SQLiteFile):
         if not records:
             return
         table = _RECORD_TABLES[type(records[0])]
+        next_pos: dict[str, int] = {}  # per group, read once per call: one max() per record made big batches O(n^2)
         with self.transaction() as cur:
             for rec in records:
                 if type(rec) is not type(records[0]):
@@ -125,9 +126,12 @@ class GraphStore(SQLiteFile):
                 elif isinstance(rec, Episode):
                     pos = rec.position
                 else:
-                    pos = cur.execute(
-                        f"SELECT coalesce(max(pos) + 1, 0) FROM {table} WHERE group_id=?", (gid,)
-                    ).fetchone()[0]
+                    if gid not in next_pos:
+                        next_pos[gid] = cur.execute(
+                            f"SELECT coalesce(max(pos) + 1, 0) FROM {table} WHERE group_id=?", (gid,)
+                        ).fetchone()[0]
+                    pos = next_pos[gid]
+                    next_pos[gid] += 1
                 if isinstance(rec, Fact):
                     cur.execute(
                         "INSERT OR REPLACE INTO facts VALUES (?,?,?,?,?,?)",

@@ -24,6 +24,7 @@ ONE_SESSION = ["dataset.slice.groups=[conv-26]", "dataset.slice.sessions=[1,1]"]
 
 def _rehearse(tmp_path: Path, experiment: str, *extra: str) -> dict:
     pytest.importorskip("vllm")
+    tmp_path.mkdir(parents=True, exist_ok=True)
     cache = Path(os.environ.get("MNEMIS_TEST_MODEL_CACHE", tmp_path / "cache"))
     cmd = [sys.executable, "-m", "mnemis.cli", "run", f"experiment={experiment}", "models=random_same_arch",
            "judge.leniency.n=2", f"paths.cache_dir={cache}", f"paths.artifacts_dir={tmp_path}/artifacts",

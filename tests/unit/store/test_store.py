@@ -160,3 +160,16 @@ def test_progress(tmp_path):
     store.mark_done("extract", "A", ["e1", "e2"])
     store.mark_done("extract", "A", ["e2"])
     assert store.done("extract", "A") == {"e1", "e2"} and store.done("extract", "B") == set()
+
+
+def test_batched_upserts_keep_insertion_order_across_calls_and_groups(tmp_path):
+    """Positions are assigned per group in insertion order, one max() per group and call (a 1M-fact batch
+    once took quadratic time); a repeated id keeps its first position."""
+    def fact(g: str, i: int) -> Fact:
+        return Fact(group_id=g, id=f"f{i}", source_id="a", target_id="b", relation="R", fact=f"fact {i}")
+
+    with GraphStore(tmp_path / "s.db") as store:
+        store.upsert_facts([fact("g1", i) for i in range(3)] + [fact("g2", 9)] + [fact("g1", 3)])
+        store.upsert_facts([fact("g1", 1), fact("g1", 4), fact("g2", 8)])
+        assert [f.id for f in store.facts("g1")] == ["f0", "f1", "f2", "f3", "f4"]
+        assert [f.id for f in store.facts("g2")] == ["f9", "f8"]
