@@ -35,7 +35,7 @@ BUILD_KEYS = ["dataset", "llm", "embedder", "ingest", "hierarchy"]
 BUILD_CODE_VERSION = 2
 NOT_BUILD_FIELDS = frozenset({"cache_dir", "cache_mode", "show_progress"})
 GRAPH_METHODS = {"mnemis"}
-METHODS = ("mnemis", "rag", "full_context", "mem0", "mem0g")
+METHODS = ("mnemis", "rag", "full_context", "mem0", "mem0g", "graphiti", "mem0_oss")
 
 
 def build_view(plain: dict[str, Any], keys: Sequence[str] = BUILD_KEYS, *, prompts: str = "build") -> dict[str, Any]:
@@ -227,6 +227,17 @@ def _method_contexts(
         contexts, retrieved = rag_contexts(store, models.embedder, questions, k=int(plain["retrieval"]["k"]), **s1)
         recall["rag"] = route_recall(store, questions, {"rag": retrieved})["rag"]
         return contexts, retrieved
+    if method in ("graphiti", "mem0_oss"):  # the peer libraries themselves (pip install -e ".[peers]")
+        from mnemis.baselines.peers import run_peer
+
+        view = {"method": method, "peers": drop_fields(plain.get("peers"), frozenset({"server_log"})),
+                **{k: plain.get(k) for k in ("dataset", "llm", "embedder")}}
+        work = artifact_dir(plain) / f"{method}-{config_hash(view, sorted(view))}"
+        reranker = plain.get("reranker") if method == "graphiti" else None  # built in the peer's own process
+        run = run_peer(method, data, questions, plain.get("peers") or {}, plain["llm"], plain["embedder"], reranker,
+                       work)
+        _write(out / f"{method}_stats.json", run.summary())
+        return run.contexts, None
     if method in ("mem0", "mem0g"):
         from mnemis.baselines.mem0.pipeline import run_mem0
 

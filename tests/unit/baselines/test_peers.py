@@ -1,0 +1,116 @@
+"""The peer libraries as methods: a missing library or a crash costs contexts, never the run; with the libraries
+installed (``.[peers]``), both run end to end against a fake OpenAI-compatible server that answers every
+structured request with a minimal instance of its schema (plumbing; the slow integration test uses a model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from mnemis.baselines.peers import run_peer
+from mnemis.models.llm.scripted import minimal_instance
+from mnemis.types import Dataset, Episode, Question
+
+T0 = datetime(2024, 5, 1, 10, 0)
+HASH = {"_target_": "mnemis.models.embed.HashingEmbedder", "dim": 64}  # built in the peer's worker process
+
+
+def _data() -> tuple[Dataset, list[Question]]:
+    turns = [("Alice", "I adopted a cat named Miso."), ("Bob", "Miso is a lovely name!"),
+             ("Alice", "We moved to Lisbon last week.")]
+    eps = [Episode(group_id="g1", id=f"g1:D1:{i}", source_id=f"D1:{i}", name=f"turn {i}", speaker=s,
+                   content=f"{s}: {t}", valid_at=T0 + timedelta(minutes=i), session=1, turn=i, position=i)
+           for i, (s, t) in enumerate(turns)]
+    qs = [Question(group_id="g1", id="g1:q0", question="What is the cat's name?", answer="Miso", category="single-hop"),
+          Question(group_id="g1", id="g1:q1", question="Where did Alice move?", answer="Lisbon", category="single-hop")]
+    return Dataset(name="tiny", groups=["g1"], episodes=eps, questions=qs), qs
+
+
+class FakeServer:
+    """``/v1/chat/completions``: a minimal instance of the requested JSON schema (else ``{}``)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):  # noqa: N802 - /v1/models
+                self._send({"object": "list", "data": [{"id": "peer", "object": "model"}]})
+
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests += 1
+                fmt = body.get("response_format") or {}
+                schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else None
+                content = json.dumps(minimal_instance(schema) if schema else {})
+                self._send({"id": "x", "object": "chat.completion", "created": 0, "model": body.get("model", "peer"),
+                            "choices": [{"index": 0, "finish_reason": "stop",
+                                         "message": {"role": "assistant", "content": content}}],
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
+
+            def _send(self, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+
+
+def test_unknown_method_is_an_error(tmp_path):
+    data, qs = _data()
+    with pytest.raises(ValueError, match="unknown peer method"):
+        run_peer("zep", data, qs, {"base_url": "http://x/v1"}, {}, HASH, None, tmp_path)
+
+
+@pytest.mark.parametrize("method,module", [("graphiti", "graphiti_core"), ("mem0_oss", "mem0")])
+def test_a_missing_library_costs_contexts_not_the_run(tmp_path, monkeypatch, method, module):
+    shadow = tmp_path / "shadow"  # the worker process finds this module first: importing it fails
+    shadow.mkdir()
+    (shadow / f"{module}.py").write_text("raise ImportError('not installed (test)')\n")
+    monkeypatch.setenv("PYTHONPATH", f"{shadow}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    data, qs = _data()
+    run = run_peer(method, data, qs, {"base_url": "http://127.0.0.1:9/v1", "model": "m"}, {}, HASH, None, tmp_path)
+    assert run.contexts == ["", ""] and len(run.question_failures) == 2
+    assert all(run.question_failures) and run.summary()["question_failures"] == 2
+    assert "not installed (test)" in json.dumps(run.stats)
+
+
+@pytest.mark.parametrize("method", ["graphiti", "mem0_oss"])
+def test_peer_runs_end_to_end_against_an_openai_compatible_endpoint(tmp_path, method):
+    pytest.importorskip("graphiti_core" if method == "graphiti" else "mem0")
+    if method == "graphiti":
+        pytest.importorskip("kuzu")
+    data, qs = _data()
+    server = FakeServer()
+    try:
+        run = run_peer(method, data, qs, {"base_url": server.url, "model": "peer", "k": 5}, {}, HASH, None, tmp_path)
+    finally:
+        server.close()
+    assert len(run.contexts) == 2 and server.requests > 0
+    stats = run.summary()
+    group = stats["groups"]["g1"]
+    assert "error" not in group, group
+    if method == "graphiti":
+        assert group["episodes"] == 3 and "entities" in group and "graphiti_tokens" in group
+        assert (tmp_path / "g1.done.json").is_file()  # a rerun resumes after the added episodes
+    else:
+        assert group["speakers"] == ["Alice", "Bob"] and "memories" in group
+        assert all(c.startswith("Memories for Alice:") for c in run.contexts)
