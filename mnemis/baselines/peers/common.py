@@ -162,7 +162,7 @@ def _in_worker(method: str, data: Dataset, questions: Sequence[Question], peers:
     dst.unlink(missing_ok=True)
     timeout = float(peers.get("timeout_s") or 6 * 3600)
     try:
-        proc = subprocess.run([sys.executable, "-m", "mnemis.baselines.peers.worker", str(src), str(dst)],
+        proc = subprocess.run([sys.executable, "-m", "mnemis.baselines.peers.worker", str(src), str(dst)], check=False,
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return _failed(method, questions, f"the {method} worker ran past peers.timeout_s={timeout:.0f} s")
