@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -114,3 +115,25 @@ def test_peer_runs_end_to_end_against_an_openai_compatible_endpoint(tmp_path, me
     else:
         assert group["speakers"] == ["Alice", "Bob"] and "memories" in group
         assert all(c.startswith("Memories for Alice:") for c in run.contexts)
+
+
+def test_a_failing_peer_never_stops_the_other_methods_of_a_run(tmp_path, locomo_path):
+    """``mnemis run methods=[rag,graphiti]`` where the library cannot import: RAG is answered and judged as
+    usual, graphiti's questions get empty contexts and its stats say why."""
+    import subprocess
+
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "graphiti_core.py").write_text("raise ImportError('not installed (test)')\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": f"{shadow}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    cmd = [sys.executable, "-m", "mnemis.cli", "run", "experiment=quickstart", "llm=schema_fake", "embedder=hashing",
+           "reranker=cosine", "judge.leniency.enabled=false", "methods=[rag,graphiti]",
+           "peers.base_url=http://127.0.0.1:9/v1", f"paths.artifacts_dir={tmp_path}/art",
+           f"paths.cache_dir={tmp_path}/cache", f"paths.shared_data_dir={locomo_path.parent}",
+           f"hydra.run.dir={tmp_path}/run"]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert set(metrics) == {"rag", "graphiti"}
+    stats = json.loads((tmp_path / "run" / "graphiti_stats.json").read_text())
+    assert stats["question_failures"] == 4 and "not installed (test)" in json.dumps(stats)
