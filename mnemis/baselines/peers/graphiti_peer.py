@@ -131,6 +131,7 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
     return {"contexts": contexts, "question_failures": q_fail, "stats": {
         "episodes": len(episodes), "episode_failures": sum(failures.values()), "failures_by_type": dict(failures),
         "failure_examples": examples, "entities": len(entities), "facts": len(edges),
+        "entity_names": sorted({str(getattr(n, "name", "")) for n in entities})[:500],
         "contradicted_facts": sum(1 for e in edges if getattr(e, "invalid_at", None) is not None),
         "graphiti_tokens": {"input": tokens.input_tokens, "output": tokens.output_tokens},
         "ingest_wall_s": round(ingest_s, 1), "search_wall_s": round(time.perf_counter() - t1, 1)}}
