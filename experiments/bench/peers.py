@@ -31,7 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).parent))
 
-from cpu_quality import accuracy, f1_table  # noqa: E402
+from cpu_quality import accuracy, f1_table
 
 
 def _load(path: Path) -> Any:

@@ -137,3 +137,14 @@ def test_a_failing_peer_never_stops_the_other_methods_of_a_run(tmp_path, locomo_
     assert set(metrics) == {"rag", "graphiti"}
     stats = json.loads((tmp_path / "run" / "graphiti_stats.json").read_text())
     assert stats["question_failures"] == 4 and "not installed (test)" in json.dumps(stats)
+    # the side-by-side benchmark reads such a run dir (experiments/bench/peers.py)
+    import importlib.util
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[3] / "experiments" / "bench" / "peers.py"
+    spec = importlib.util.spec_from_file_location("peers_bench", bench)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    summary = mod.summarize(tmp_path / "run")
+    assert summary["episodes"] == 18 and summary["failures"]["graphiti"]["questions"] == 4
+    assert set(summary["accuracy"]) == {"rag", "graphiti"} and summary["fidelity"]["entity_names_graphiti"] == 0
