@@ -30,9 +30,8 @@ DEFAULT_OUT = REPO / "experiments" / "results" / "rerank_speed.json"
 
 def _pairs(n: int) -> tuple[list[str], list[str]]:
     from mnemis.data.locomo import load_locomo
-    from mnemis.data.shared import shared_data_file
 
-    data = load_locomo(shared_data_file("locomo10.json"))
+    data = load_locomo()  # found in the data dirs (../shared/data beside the checkout, or `mnemis data fetch`)
     questions = [q.question for q in data.questions if q.group_id == "conv-26"][:16]
     turns = [e.content for e in data.episodes if e.group_id == "conv-26"]
     qs, ds = [], []
