@@ -44,6 +44,11 @@ def test_stage_rates_and_prompt_cost(cq):
     assert rates["answer"]["truncation_rate"] is None  # a ledger written before truncation was counted
     cost = cq.prompt_cost(ledger, n_episodes=4)
     assert cost["base_graph_prompt_tokens_per_episode"] == 3000 and cost["within_target"] is False
+    build = {"stages": {"base_graph": {"counters": {"tokens.prompt.extract_entities": 400,
+                                                    "tokens.prompt.extract_facts": 800, "calls.extract_facts": 4}}}}
+    cost = cq.prompt_cost(ledger, n_episodes=4, build=build)  # the build's counters count cached replies too
+    assert cost["base_graph_prompt_tokens_per_episode"] == 300 and cost["per_stage"]["extract_facts"] == 200
+    assert cost["source"].startswith("build counters")
 
 
 def test_summarize_a_run_dir(cq, tmp_path):
