@@ -11,7 +11,9 @@ import pytest
 from mnemis import Memory
 from mnemis.models.llm.client import LLM
 
-pytestmark = [pytest.mark.integration, pytest.mark.vllm]
+# slow: the default suite runs the example's own entry point with the CPU default embedder and a fake LLM
+# (tests/unit/test_memory_api.py); this one adds the real SmolLM2 engine (1-2 minutes on 2 cores)
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow]
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "library_quickstart.py"
 
 

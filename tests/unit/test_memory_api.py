@@ -120,11 +120,11 @@ def test_reopened_memory_keeps_what_was_added(tmp_path):
 
 
 def test_the_library_example_composes_from_config(tmp_path, monkeypatch, capsys):
-    """``examples/library_quickstart.py``'s own entry point (Memory.from_config + overrides), with the
-    schema-fake LLM and hashing embedder; the integration suite runs it on the real tiny models."""
+    """``examples/library_quickstart.py``'s own entry point (Memory.from_config + overrides) on the CPU defaults
+    except the LLM (schema-fake; the slow integration test runs it with the real SmolLM2 engine)."""
     example = _example()
     monkeypatch.chdir(tmp_path)
-    example.main(["llm=schema_fake", "embedder=hashing", "reranker=cosine", f"paths.cache_dir={tmp_path}/cache"])
+    example.main(["llm=schema_fake", f"paths.cache_dir={tmp_path}/cache"])  # MiniLM and the SmolLM2 reranker
     assert (tmp_path / "runs" / "examples" / "library.db").is_file()
     out = capsys.readouterr().out
     assert "memory: 6 messages" in out and out.count("\nQ: ") == 2
