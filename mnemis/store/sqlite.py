@@ -257,13 +257,17 @@ class GraphStore(SQLiteFile):
             first = ids[int(np.flatnonzero(bad)[0])]
             raise StoreError(f"embeddings for {group_id}/{kind}: {int(bad.sum())} rows not finite (first: {first})")
         with self.transaction() as cur:
+            next_pos = cur.execute(  # read once per call (once per row made big batches O(n^2))
+                "SELECT coalesce(max(pos) + 1, 0) FROM embeddings WHERE group_id=? AND kind=?", (group_id, kind)
+            ).fetchone()[0]
             for item_id, vec in zip(ids, vecs):
                 old = cur.execute(
                     "SELECT pos FROM embeddings WHERE group_id=? AND kind=? AND item_id=?", (group_id, kind, item_id)
                 ).fetchone()
-                pos = old[0] if old else cur.execute(
-                    "SELECT coalesce(max(pos) + 1, 0) FROM embeddings WHERE group_id=? AND kind=?", (group_id, kind)
-                ).fetchone()[0]
+                if old:
+                    pos = old[0]
+                else:
+                    pos, next_pos = next_pos, next_pos + 1
                 cur.execute(
                     "INSERT OR REPLACE INTO embeddings VALUES (?,?,?,?,?,?)",
                     (group_id, kind, item_id, pos, vecs.shape[1], vec.tobytes()),

@@ -173,3 +173,14 @@ def test_batched_upserts_keep_insertion_order_across_calls_and_groups(tmp_path):
         store.upsert_facts([fact("g1", 1), fact("g1", 4), fact("g2", 8)])
         assert [f.id for f in store.facts("g1")] == ["f0", "f1", "f2", "f3", "f4"]
         assert [f.id for f in store.facts("g2")] == ["f9", "f8"]
+
+
+def test_embeddings_keep_insertion_order_across_calls_and_replacements(tmp_path):
+    vec = lambda x: np.full((1, 3), x, dtype=np.float32)  # noqa: E731
+    with GraphStore(tmp_path / "s.db") as store:
+        store.put_embeddings("g", "fact", ["a", "b"], np.vstack([vec(1), vec(2)]))
+        store.put_embeddings("g", "fact", ["c", "a", "d"], np.vstack([vec(3), vec(9), vec(4)]))
+        store.put_embeddings("g", "entity_name", ["x"], vec(5))
+        ids, arr = store.embeddings("g", "fact")
+        assert ids == ["a", "b", "c", "d"] and arr[0, 0] == 9  # a replaced in place, new ids appended
+        assert store.embeddings("g", "entity_name")[0] == ["x"]
