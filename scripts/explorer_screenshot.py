@@ -20,7 +20,7 @@ def main(run_dir: str, out: str) -> None:
     run = Path(run_dir)
     snapshot_from_build(run)
     write_report(run)
-    browser = chromium(1280, 1500)
+    browser = chromium(1280, 2100)
     try:
         browser.get((run / "report.html").resolve().as_uri())
         for row in browser.find_elements("css selector", "tr.q"):
@@ -34,6 +34,7 @@ def main(run_dir: str, out: str) -> None:
         errors = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
         if errors:
             raise SystemExit(f"console errors on the page: {errors}")
+        browser.execute_script("window.scrollTo(0, 0)")
         browser.save_screenshot(out)
     finally:
         browser.quit()
