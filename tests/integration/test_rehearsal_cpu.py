@@ -19,7 +19,7 @@ import pytest
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "longmemeval_mini.json"
-ONE_SESSION = ["dataset.slice.groups=[conv-26]", "dataset.slice.sessions=[1,1]"]
+ONE_SESSION = ["dataset.slice.groups=[conv-26]", "dataset.slice.sessions=[1,1]", "dataset.slice.max_questions=2"]
 
 
 def _rehearse(tmp_path: Path, experiment: str, *extra: str) -> dict:
@@ -61,7 +61,7 @@ def test_rehearse_paper_locomo_k10(tmp_path):
     assert set(out["metrics"]) == {"mnemis"}
     assert out["config"]["embedder"]["dim"] == 128  # Matryoshka cut of the 256-wide random Qwen3
     traversal = (out["run"] / "traversal.jsonl").read_text().splitlines()
-    assert len(traversal) == 4  # one walk per question of the session
+    assert len(traversal) == 2  # one walk per question
 
 
 @pytest.mark.slow

@@ -120,11 +120,12 @@ def test_reopened_memory_keeps_what_was_added(tmp_path):
 
 
 def test_the_library_example_composes_from_config(tmp_path, monkeypatch, capsys):
-    """``examples/library_quickstart.py``'s own entry point (Memory.from_config + overrides) on the CPU defaults
-    except the LLM (schema-fake; the slow integration test runs it with the real SmolLM2 engine)."""
+    """``examples/library_quickstart.py``'s own entry point (Memory.from_config + overrides) with the CPU default
+    embedder, a schema-fake LLM and the cosine reranker (the slow integration test runs it on the real SmolLM2
+    engine and reranker)."""
     example = _example()
     monkeypatch.chdir(tmp_path)
-    example.main(["llm=schema_fake", f"paths.cache_dir={tmp_path}/cache"])  # MiniLM and the SmolLM2 reranker
+    example.main(["llm=schema_fake", "reranker=cosine", f"paths.cache_dir={tmp_path}/cache"])  # MiniLM embeds
     assert (tmp_path / "runs" / "examples" / "library.db").is_file()
     out = capsys.readouterr().out
     assert "memory: 6 messages" in out and out.count("\nQ: ") == 2
