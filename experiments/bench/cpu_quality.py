@@ -122,6 +122,18 @@ def memory_shape(build: dict[str, Any] | None) -> dict[str, Any]:
             "facts_per_episode": round(counts["facts"] / n, 2) if n else None}
 
 
+def _stored_build_stats(store: Path) -> dict[str, Any] | None:
+    """The base-graph build stats a store keeps (``built:base_graph``), or None."""
+    path = store if store.is_absolute() else REPO / store
+    if not path.is_file():
+        return None
+    from mnemis.store import GraphStore
+
+    with GraphStore(path, read_only=True) as s:
+        meta = s.get_meta("built:base_graph") or {}
+    return meta.get("stats") if isinstance(meta, dict) else None
+
+
 def prompt_cost(ledger: dict[str, Any] | None, n_episodes: int,
                 build: dict[str, Any] | None = None) -> dict[str, Any]:
     """Base-graph prompt tokens per episode, against the 2,500 target: from the build's own counters
@@ -131,6 +143,8 @@ def prompt_cost(ledger: dict[str, Any] | None, n_episodes: int,
     from mnemis.models.ledger import Ledger
 
     base = ((build or {}).get("stages") or {}).get("base_graph")
+    if base == "reused" and (build or {}).get("store"):  # an earlier job built it: its stats are in the store
+        base = _stored_build_stats(Path(build["store"]))
     counters = (base or {}).get("counters") if isinstance(base, dict) else None
     per = {k.removeprefix("tokens.prompt."): v for k, v in (counters or {}).items() if k.startswith("tokens.prompt.")}
     if per and n_episodes:

@@ -97,3 +97,13 @@ def test_cpu_small_slice_keeps_only_questions_with_evidence_inside():
     assert len(d.episodes) == 35 and len(d.questions) == 20
     assert all(q.evidence and set(q.evidence) <= ids for q in d.questions)
     assert len({q.category for q in d.questions}) == 5
+
+
+def test_prompt_cost_of_a_reused_build_reads_the_store(cq, tmp_path):
+    from mnemis.store import GraphStore
+
+    with GraphStore(tmp_path / "m.sqlite") as store:
+        store.set_meta("built:base_graph", {"stats": {"counters": {"tokens.prompt.extract_facts": 900}}})
+    build = {"store": str(tmp_path / "m.sqlite"), "stages": {"base_graph": "reused"}}
+    cost = cq.prompt_cost({"stages": {}}, n_episodes=3, build=build)
+    assert cost["base_graph_prompt_tokens_per_episode"] == 300 and cost["source"].startswith("build counters")
