@@ -1,4 +1,4 @@
-"""Base graph of 12 LoCoMo turns with SmolLM2-135M through vLLM on CPU, end to end.
+"""Base graph of 8 LoCoMo turns with SmolLM2-135M through vLLM on CPU, end to end.
 
 Asserts structure (speaker entities, mentions for every non-empty turn, embeddings of every kind,
 facts well formed, one batched call per extraction stage), not the quality of a 135M model's output.
@@ -29,8 +29,8 @@ def backend(vllm_backend):
 def test_base_graph_with_smollm2_on_vllm_cpu(backend, locomo_path, tmp_path):
     from mnemis.models.embed import SentenceTransformerEmbedder
 
-    eps = locomo_slice("conv-26", sessions=(1,), max_turns=12, path=str(locomo_path))
-    assert len(eps) == 12
+    eps = locomo_slice("conv-26", sessions=(1,), max_turns=8, path=str(locomo_path))
+    assert len(eps) == 8
     store, stats, ledger = build(
         eps, tmp_path / "memory.sqlite", backend, SentenceTransformerEmbedder("minilm", device="cpu"),
         max_tokens={"extract_facts": 256, "reflect_facts": 192, "entity_attributes": 128},
@@ -47,7 +47,7 @@ def test_base_graph_with_smollm2_on_vllm_cpu(backend, locomo_path, tmp_path):
     for ep in eps:  # the speaker rule: every turn mentions its speaker
         mentioned = {ents[m.entity_id].name for m in store.mentions(g, episode_ids=[ep.id])}
         assert ep.speaker in mentioned
-    assert len(store.episodes(g)) == 12
+    assert len(store.episodes(g)) == 8
     for f in store.facts(g):
         assert f.source_id in ents and f.target_id in ents and f.source_id != f.target_id
         assert f.relation and f.relation == f.relation.upper() and f.episode_ids
@@ -58,7 +58,7 @@ def test_base_graph_with_smollm2_on_vllm_cpu(backend, locomo_path, tmp_path):
     for stage in ("extract_entities", "reflect_entities", "extract_facts"):
         st = ledger.stage(stage)
         # every episode is asked for names; facts only where two or more names were found
-        assert (st.calls == 12 if stage != "extract_facts" else 1 <= st.calls <= 12) and st.prompt_tokens > 0
+        assert (st.calls == 8 if stage != "extract_facts" else 1 <= st.calls <= 8) and st.prompt_tokens > 0
         assert st.batches == 1  # one generate() for all the episodes of the stage (retries stay inside it)
     assert report["prompt_tokens_per_episode"] > 0
-    assert stats.totals.get("calls.extract_entities") == 12
+    assert stats.totals.get("calls.extract_entities") == 8
