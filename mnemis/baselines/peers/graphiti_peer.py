@@ -86,9 +86,10 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
     from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
     from graphiti_core.nodes import EntityNode, EpisodeType
 
+    budget = int(peers.get("max_tokens", 1024))  # the client's own max_tokens (16,384 by default) wins over the config's
     llm = OpenAIGenericClient(config=LLMConfig(api_key=str(peers.get("api_key") or "EMPTY"), model=model,
                                                small_model=model, base_url=base_url, temperature=0.0,
-                                               max_tokens=int(peers.get("max_tokens", 1024))))
+                                               max_tokens=budget), max_tokens=budget)
     emb, cross = _clients(embedder, reranker)
     driver = KuzuDriver(db=str(work / f"{group}.kuzu"))
     # graphiti-core 0.31.2 routes a group_id to a database of that name and reads ``driver._database``, which
