@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,26 @@ class PeerRun:
         failed = [f for f in self.question_failures if f]
         return {**self.stats, "question_failures": len(failed),
                 "question_failure_examples": sorted(set(failed))[:5]}
+
+
+class Failures:
+    """A peer library's failures, counted by exception type, with the first few as examples."""
+
+    def __init__(self, keep: int = 3) -> None:
+        self.by_type: Counter = Counter()
+        self.examples: list[str] = []
+        self.keep = keep
+
+    def record(self, where: str, exc: BaseException) -> str:
+        """Count ``exc`` (raised at ``where``); returns its one-line description."""
+        line = f"{type(exc).__name__}: {str(exc)[:200]}"
+        self.by_type[type(exc).__name__] += 1
+        if len(self.examples) < self.keep:
+            self.examples.append(f"{where}: {line}")
+        return line
+
+    def total(self) -> int:
+        return sum(self.by_type.values())
 
 
 def _free_port() -> int:

@@ -7,13 +7,12 @@ import asyncio
 import json
 import logging
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import timezone
 from pathlib import Path
 from typing import Any
 
-from mnemis.baselines.peers.common import PeerRun
+from mnemis.baselines.peers.common import Failures, PeerRun
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -99,8 +98,7 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
     await graph.build_indices_and_constraints()
     await _kuzu_fulltext_indexes(driver)
     done_file = work / f"{group}.done.json"
-    failures: Counter = Counter()
-    examples: list[str] = []
+    failures = Failures()
     t0 = time.perf_counter()
     done = json.loads(done_file.read_text()) if done_file.is_file() else {"episodes": 0}
     for ep in list(episodes)[done["episodes"]:]:  # a rerun resumes after the last added episode
@@ -109,9 +107,7 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
             await graph.add_episode(name=ep.id, episode_body=ep.content, source_description="conversation turn",
                                     reference_time=when, source=EpisodeType.message, group_id=group)
         except Exception as exc:  # noqa: BLE001 - a peer failure is counted, never fatal
-            failures[type(exc).__name__] += 1
-            if len(examples) < 3:
-                examples.append(f"{ep.id}: {type(exc).__name__}: {str(exc)[:200]}")
+            failures.record(ep.id, exc)
         done["episodes"] += 1
         done_file.write_text(json.dumps(done))
     ingest_s = time.perf_counter() - t0
@@ -130,8 +126,8 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
             q_fail.append(f"{type(exc).__name__}: {str(exc)[:200]}")
     await graph.close()
     return {"contexts": contexts, "question_failures": q_fail, "stats": {
-        "episodes": len(episodes), "episode_failures": sum(failures.values()), "failures_by_type": dict(failures),
-        "failure_examples": examples, "entities": len(entities), "facts": len(edges),
+        "episodes": len(episodes), "episode_failures": failures.total(), "failures_by_type": dict(failures.by_type),
+        "failure_examples": failures.examples, "entities": len(entities), "facts": len(edges),
         "entity_names": sorted({str(getattr(n, "name", "")) for n in entities})[:500],
         "contradicted_facts": sum(1 for e in edges if getattr(e, "invalid_at", None) is not None),
         "graphiti_tokens": {"input": tokens.input_tokens, "output": tokens.output_tokens},

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemis.baselines.peers.common import PeerRun
+from mnemis.baselines.peers.common import Failures, PeerRun
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,7 @@ def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: Mapping[st
     for g, eps in by_group.items():
         qs = [q for q in questions if q.group_id == g]
         speakers = list(dict.fromkeys(e.speaker for e in sorted(eps, key=lambda e: e.position)))
-        failures: Counter = Counter()
-        examples: list[str] = []
+        failures = Failures()
         try:
             mem = _memory(g, peers, base_url, model, embedder, dim, work)
         except Exception as exc:
@@ -95,9 +94,7 @@ def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: Mapping[st
                     for r in (res or {}).get("results", []):
                         ops[str(r.get("event", "ADD"))] += 1
                 except Exception as exc:  # noqa: BLE001 - a peer failure is counted, never fatal
-                    failures[type(exc).__name__] += 1
-                    if len(examples) < 3:
-                        examples.append(f"session {session[0].session} ({sp}): {type(exc).__name__}: {str(exc)[:200]}")
+                    failures.record(f"session {session[0].session} ({sp})", exc)
             done["sessions"] += 1
             done_file.write_text(json.dumps(done))
         ingest_s = time.perf_counter() - t0
@@ -118,8 +115,8 @@ def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: Mapping[st
                 lines = [f"- {h.get('memory', '')} ({(h.get('metadata') or {}).get('timestamp', '?')[:10]})" for h in hits]
                 parts.append(f"Memories for {sp}:\n" + ("\n".join(lines) or "- (none)"))
             contexts[index[q.id]], q_fail[index[q.id]] = "\n\n".join(parts), err
-        groups[g] = {"episodes": len(eps), "speakers": speakers, "add_failures": sum(failures.values()),
-                     "failures_by_type": dict(failures), "failure_examples": examples, "memories": n_memories,
+        groups[g] = {"episodes": len(eps), "speakers": speakers, "add_failures": failures.total(),
+                     "failures_by_type": dict(failures.by_type), "failure_examples": failures.examples, "memories": n_memories,
                      "operations": dict(ops), "ingest_wall_s": round(ingest_s, 1),
                      "search_wall_s": round(time.perf_counter() - t1, 1)}
     return PeerRun(contexts, {"library": "mem0ai", "groups": groups}, q_fail)

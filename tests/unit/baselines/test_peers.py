@@ -148,3 +148,14 @@ def test_a_failing_peer_never_stops_the_other_methods_of_a_run(tmp_path, locomo_
     summary = mod.summarize(tmp_path / "run")
     assert summary["episodes"] == 18 and summary["failures"]["graphiti"]["questions"] == 4
     assert set(summary["accuracy"]) == {"rag", "graphiti"} and summary["fidelity"]["entity_names_graphiti"] == 0
+
+
+def test_failures_are_counted_by_type_with_a_few_examples():
+    from mnemis.baselines.peers.common import Failures
+
+    f = Failures(keep=2)
+    for i in range(3):
+        f.record(f"ep{i}", ValueError(f"bad reply {i}"))
+    assert f.record("ep9", KeyError("x")).startswith("KeyError")
+    assert f.total() == 4 and dict(f.by_type) == {"ValueError": 3, "KeyError": 1}
+    assert f.examples == ["ep0: ValueError: bad reply 0", "ep1: ValueError: bad reply 1"]
