@@ -80,7 +80,7 @@ def test_cpu_small_profile_composes():
     plain = to_plain(compose(["experiment=cpu_small"]))
     assert plain["llm"]["backend"]["model"] == "qwen2.5-coder-1.5b"
     assert plain["methods"] == ["mnemis", "rag", "full_context", "mem0"]
-    assert plain["dataset"]["slice"] == {**plain["dataset"]["slice"], "groups": ["conv-26"], "sessions": [1, 2]}
+    assert plain["dataset"]["slice"] == {**plain["dataset"]["slice"], "groups": ["conv-26"], "sessions": [18, 18]}
     assert to_plain(compose(["experiment=cpu_small", "mode=paper"]))["fidelity"] == "paper"
     small = to_plain(compose(["experiment=cpu_small", "llm=qwen25_coder_0_5b_vllm_cpu"]))
     assert small["llm"]["backend"]["model"] == "qwen2.5-coder-0.5b"
@@ -92,9 +92,9 @@ def test_cpu_small_slice_keeps_only_questions_with_evidence_inside():
         pytest.skip("LoCoMo not available next to the checkout")
     from mnemis.data.load import load_dataset
 
-    d = load_dataset("locomo", str(data_path), groups=["conv-26"], sessions=[1, 2])
+    d = load_dataset("locomo", str(data_path), groups=["conv-26"], sessions=[18, 18])
     ids = {e.id for e in d.episodes}
-    assert len(d.episodes) == 35 and len(d.questions) == 20
+    assert len(d.episodes) == 24 and len(d.questions) == 21
     assert all(q.evidence and set(q.evidence) <= ids for q in d.questions)
     assert len({q.category for q in d.questions}) == 5
 
@@ -107,3 +107,18 @@ def test_prompt_cost_of_a_reused_build_reads_the_store(cq, tmp_path):
     build = {"store": str(tmp_path / "m.sqlite"), "stages": {"base_graph": "reused"}}
     cost = cq.prompt_cost({"stages": {}}, n_episodes=3, build=build)
     assert cost["base_graph_prompt_tokens_per_episode"] == 300 and cost["source"].startswith("build counters")
+
+
+def test_paper_mode_runs_its_own_method_list(cq, tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(cq, "run_mode", lambda mode, exp, run_dir, overrides: calls.append((mode, list(overrides))) or 1.0)
+    monkeypatch.setattr(cq, "summarize", lambda run_dir: {"accuracy": {}, "token_f1": {}})
+    out = tmp_path / "q.json"
+    assert cq.main(["--modes", "tuned,paper", "--out", str(out), "--", "dataset.slice.sessions=[1,1]"]) == 0
+    assert calls == [("tuned", ["dataset.slice.sessions=[1,1]"]),
+                     ("paper", ["dataset.slice.sessions=[1,1]", "methods=[mnemis,rag,full_context]"])]
+    report = json.loads(out.read_text())
+    assert "--paper-methods mnemis,rag,full_context" in report["command"] and set(report["modes"]) == {"tuned", "paper"}
+    calls.clear()
+    cq.main(["--modes", "paper", "--paper-methods", "all", "--out", str(out)])
+    assert calls == [("paper", [])]
