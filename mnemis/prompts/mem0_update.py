@@ -7,6 +7,10 @@ The paper uses a function-calling interface; we use a structured reply with the 
 The ``maxLength`` bound on ``text`` steers constrained decoding only; the update stage trims a longer
 text and counts it, it never rejects the reply.
 
+All three fields are listed as required in the JSON Schema, so a constrained decoder always writes ``id``:
+Qwen2.5-Coder-1.5B, free to leave it out, answered UPDATE without an id on every fact of a LoCoMo session
+(each one then a ``bad_id`` NOOP). Parsing still takes a reply without ``id`` or ``text`` (the defaults).
+
 ``operation`` is validated leniently (any string) so an unknown value is counted and treated as NOOP
 by the caller rather than failing the item; the JSON Schema still lists the four values, so backends
 with constrained decoding can only produce those.
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from mnemis.prompts.base import Prompt, system, user
 
@@ -31,12 +35,15 @@ UPDATE_SYSTEM = (
     "holding both the old and the new information.\n"
     "- DELETE: the fact shows the memory with number id is no longer true; text = empty.\n"
     "- NOOP: the fact is already stored or not worth keeping; id = -1, text = empty.\n"
-    "Use id = -1 for ADD. Reply with JSON only."
+    "Always give id: the number in front of the memory for UPDATE and DELETE, -1 for ADD and NOOP. "
+    "Reply with JSON only."
 )
 
 
 class MemoryOperation(BaseModel):
     """One update decision."""
+
+    model_config = ConfigDict(json_schema_extra={"required": ["operation", "id", "text"]})  # decoding only
 
     operation: str = Field(json_schema_extra={"enum": list(OPERATIONS)},
                            description="ADD, UPDATE, DELETE or NOOP")
@@ -53,4 +60,4 @@ def render_mem0_update(fact: str, time: str, memories: Sequence[str]) -> list[di
     return [system(UPDATE_SYSTEM), user(body)]
 
 
-MEM0_UPDATE = Prompt("mem0_update", "v2", render_mem0_update, MemoryOperation)
+MEM0_UPDATE = Prompt("mem0_update", "v3", render_mem0_update, MemoryOperation)

@@ -270,3 +270,13 @@ def test_run_mem0g_adds_relations_to_the_context(tmp_path):
     assert kinds == ["mem", "mem", "fact", "fact"]
     assert (tmp_path / "mem0.sqlite").exists() and (tmp_path / "mem0g.sqlite").exists()
     assert run.stats["graph"]["facts"]["g"]["facts"] == 2
+
+
+def test_update_schema_makes_the_decoder_write_the_memory_id():
+    """A constrained decoder may skip optional keys: the 1.5B CPU model answered UPDATE without an id for
+    every fact of a session. The JSON Schema lists id (and text) as required; parsing stays lenient."""
+    from mnemis.prompts.mem0_update import MEM0_UPDATE, MemoryOperation
+
+    assert set(MemoryOperation.model_json_schema()["required"]) == {"operation", "id", "text"}
+    assert MemoryOperation.model_validate({"operation": "NOOP"}).id == -1
+    assert "number in front of the memory" in MEM0_UPDATE.render("f", "2023-05-08", ["m"])[0]["content"]
