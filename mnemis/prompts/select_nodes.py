@@ -69,10 +69,11 @@ Answer with JSON only, in this shape:
 
 
 @lru_cache(maxsize=512)
-def selection_schema(n_candidates: int) -> type[NodeSelections]:
+def selection_schema(n_candidates: int, min_items: int = 0) -> type[NodeSelections]:
     """``NodeSelections`` whose JSON Schema (used for constrained decoding only) restricts ``id`` to
     the prompt's ids ``n1..nK`` and the list to ``K`` items, so a small model can neither invent ids
-    nor loop until ``max_tokens``. Validation stays the lenient base one (name fallback, counting)."""
+    nor loop until ``max_tokens``; ``min_items`` > 0 also makes it pick at least that many (capped at K).
+    Validation stays the lenient base one (name fallback, counting)."""
     ids = [f"n{j}" for j in range(1, n_candidates + 1)]
 
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -82,9 +83,11 @@ def selection_schema(n_candidates: int) -> type[NodeSelections]:
         item["properties"]["id"] = {**id_schema, "enum": ids}
         item["required"] = ["id", "take_all_children"]
         schema["properties"]["selections"]["maxItems"] = n_candidates
+        if min_items:
+            schema["properties"]["selections"]["minItems"] = min(min_items, n_candidates)
         return schema
 
-    return type(f"NodeSelections{n_candidates}", (NodeSelections,),
+    return type(f"NodeSelections{n_candidates}_{min_items}", (NodeSelections,),
                 {"model_json_schema": classmethod(model_json_schema), "__module__": __name__})
 
 

@@ -70,6 +70,9 @@ class System2Config(BaseModel):
     max_items_per_type: int | None = Field(
         100, ge=1, description="cap per type after expansion, per query, ranked first; None = no cap (the paper)")
     constrain_ids: bool = Field(True, description="decoding schema restricts ids to the shown ones")
+    min_top_selections: int = Field(
+        0, ge=0, description="decoding schema: at least this many picks in the first round (0 = may pick none and "
+                             "end the walk, the paper; needs constrain_ids)")
     salvage: bool = Field(True, description="keep the complete selections of a truncated reply")
     max_tokens: int | Literal["auto"] = Field(512, description="reply budget; auto = the schema's worst case")
     temperature: float = 0.0
@@ -255,14 +258,14 @@ class System2:
             prompts += [_Prompt(w, cands[i : i + cap]) for i in range(0, len(cands), cap)]
         if not prompts:
             return
-        results = self._generate(prompts)
+        results = self._generate(prompts, first_round=r == 0)
         by_walk: dict[int, list[tuple[_Prompt, LLMResult]]] = {}
         for p, res in zip(prompts, results):
             by_walk.setdefault(id(p.walk), []).append((p, res))
         for pairs in by_walk.values():
             self._apply(r, pairs[0][0].walk, pairs)
 
-    def _generate(self, prompts: list[_Prompt]) -> list[LLMResult]:
+    def _generate(self, prompts: list[_Prompt], first_round: bool = False) -> list[LLMResult]:
         cfg = self.cfg
         sampling = Sampling(temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=cfg.seed)
         requests = []
@@ -273,7 +276,8 @@ class System2:
             ]
             msgs = SELECT_NODES.render(p.walk.question.question, views, use_summary=cfg.use_summary,
                                        use_tags=cfg.use_tags)
-            schema = selection_schema(len(p.cands)) if cfg.constrain_ids else NodeSelections
+            min_items = cfg.min_top_selections if first_round else 0
+            schema = selection_schema(len(p.cands), min_items) if cfg.constrain_ids else NodeSelections
             requests.append(LLMRequest(messages=msgs, schema=schema, sampling=sampling,
                                        stage=SELECT_NODES.stage, salvage=cfg.salvage))
         try:

@@ -247,3 +247,15 @@ def test_decoding_schema_restricts_ids_and_length(store):
     assert schema["properties"]["selections"]["maxItems"] == 2
     [_], backend2, _ = run(store, {HEALTH: {"Lifestyle": False}}, [q(HEALTH)], constrain_ids=False)
     assert "enum" not in backend2.batches[0][0].json_schema()["$defs"]["NodeSelection"]["properties"]["id"]
+
+
+def test_first_round_must_pick_when_configured(store):
+    """min_top_selections puts minItems on the first round's decoding schema only (0: none anywhere)."""
+    [_], backend, _ = run(store, {HEALTH: {"Lifestyle": False}}, [q(HEALTH)], min_top_selections=1)
+    rounds = [b[0].json_schema()["properties"]["selections"] for b in backend.batches]
+    assert len(rounds) >= 2 and rounds[0]["minItems"] == 1 and all("minItems" not in r for r in rounds[1:])
+    [_], backend0, _ = run(store, {HEALTH: {"Lifestyle": False}}, [q(HEALTH)])
+    assert all("minItems" not in b[0].json_schema()["properties"]["selections"] for b in backend0.batches)
+    from mnemis.prompts.select_nodes import selection_schema
+
+    assert selection_schema(2, 5).model_json_schema()["properties"]["selections"]["minItems"] == 2  # capped at K
