@@ -38,6 +38,20 @@ def _load(path: Path) -> Any:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def mem0_fidelity(ours: dict[str, Any], oss: dict[str, Any]) -> dict[str, Any]:
+    """Our Mem0 against mem0ai per conversation: live memories and update operations by type."""
+    out: dict[str, Any] = {}
+    for g in sorted(set(ours.get("memories") or {}) | set(oss.get("groups") or {})):
+        counters = (ours.get("counters") or {}).get(g) or {}
+        theirs = (oss.get("groups") or {}).get(g) or {}
+        out[g] = {"memories_ours": (ours.get("memories") or {}).get(g),
+                  "memories_mem0ai": theirs.get("memories"),
+                  "operations_ours": {k.split(".", 1)[1]: v for k, v in sorted(counters.items())
+                                      if k.startswith("op.")},
+                  "operations_mem0ai": theirs.get("operations")}
+    return out
+
+
 def summarize(run: Path) -> dict[str, Any]:
     from mnemis.eval.records import read_records
     from mnemis.store import GraphStore
@@ -50,6 +64,7 @@ def summarize(run: Path) -> dict[str, Any]:
                       if k in ("extract_entities", "reflect_entities", "extract_facts", "reflect_facts",
                                "resolve_entities", "dedup_facts", "entity_attributes"))
     ours_names: set[str] = set()
+    ours_contradicted = 0
     counts = build.get("store_counts") or {}
     store = Path(build.get("store", ""))
     if not store.is_absolute():
@@ -57,8 +72,10 @@ def summarize(run: Path) -> dict[str, Any]:
     if store.is_file():
         with GraphStore(store, read_only=True) as s:
             ours_names = {e.name.casefold() for g in s.groups() for e in s.entities(g)}
+            ours_contradicted = sum(1 for g in s.groups() for f in s.facts(g) if f.invalid_at is not None)
     graphiti = _load(run / "graphiti_stats.json") or {}
     mem0_oss = _load(run / "mem0_oss_stats.json") or {}
+    mem0_ours = _load(run / "mem0_stats.json") or {}
     g_groups = graphiti.get("groups") or {}
     g_names = {n.casefold() for v in g_groups.values() for n in v.get("entity_names", [])}
     return {
@@ -83,7 +100,10 @@ def summarize(run: Path) -> dict[str, Any]:
                      "facts_per_episode_ours": round(sum(c.get("facts", 0) for c in counts.values()) / episodes, 3)
                      if episodes else None,
                      "facts_per_episode_graphiti": round(sum(v.get("facts", 0) for v in g_groups.values()) / episodes,
-                                                         3) if episodes else None},
+                                                         3) if episodes else None,
+                     "contradicted_facts_ours": ours_contradicted,
+                     "contradicted_facts_graphiti": sum(v.get("contradicted_facts") or 0 for v in g_groups.values()),
+                     "mem0": mem0_fidelity(mem0_ours, mem0_oss)},
     }
 
 

@@ -148,6 +148,12 @@ def test_a_failing_peer_never_stops_the_other_methods_of_a_run(tmp_path, locomo_
     summary = mod.summarize(tmp_path / "run")
     assert summary["episodes"] == 18 and summary["failures"]["graphiti"]["questions"] == 4
     assert set(summary["accuracy"]) == {"rag", "graphiti"} and summary["fidelity"]["entity_names_graphiti"] == 0
+    assert summary["fidelity"]["contradicted_facts_graphiti"] == 0 and summary["fidelity"]["mem0"] == {}
+    ours = {"memories": {"c1": 3}, "counters": {"c1": {"op.ADD": 3, "op.NOOP": 2, "bad.bad_id": 1}}}
+    oss = {"groups": {"c1": {"memories": 5, "operations": {"ADD": 5}}}}
+    assert mod.mem0_fidelity(ours, oss) == {"c1": {"memories_ours": 3, "memories_mem0ai": 5,
+                                                   "operations_ours": {"ADD": 3, "NOOP": 2},
+                                                   "operations_mem0ai": {"ADD": 5}}}
 
 
 def test_failures_are_counted_by_type_with_a_few_examples():
