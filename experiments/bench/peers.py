@@ -91,7 +91,8 @@ def summarize(run: Path) -> dict[str, Any]:
         "memory": {"mnemis": counts,
                    "graphiti": {g: {k: v.get(k) for k in ("entities", "facts", "contradicted_facts",
                                                           "episode_failures")} for g, v in g_groups.items()},
-                   "mem0_oss": {g: {k: v.get(k) for k in ("memories", "operations", "add_failures")}
+                   "mem0_oss": {g: {k: v.get(k) for k in ("memories", "operations", "add_failures",
+                                                                        "adds_without_memory")}
                                 for g, v in (mem0_oss.get("groups") or {}).items()}},
         "failures": {"graphiti": {"questions": graphiti.get("question_failures"), "error": graphiti.get("error")},
                      "mem0_oss": {"questions": mem0_oss.get("question_failures"), "error": mem0_oss.get("error")}},

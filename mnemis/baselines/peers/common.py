@@ -96,6 +96,22 @@ def server_tokens(base_url: str) -> dict[str, float]:
     return out
 
 
+def server_command(peers: Mapping[str, Any], model_path: str, port: int) -> tuple[list[str], dict[str, str]]:
+    """The vLLM OpenAI server command and environment for the peers. ``peers.allow_long_context`` lets the window
+    exceed the model's trained positions (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``): mem0ai 2.2.1's extraction system
+    prompt alone is 8,530 SmolLM2 tokens, more than SmolLM2's 8,192 positions (plumbing runs only)."""
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
+           "--served-model-name", "peer", "--host", "127.0.0.1", "--port", str(port),
+           "--max-model-len", str(peers.get("max_model_len", 4096)),
+           "--gpu-memory-utilization", str(peers.get("gpu_memory_utilization", 0.3)), "--enforce-eager"]
+    if peers.get("kv_cache_memory_bytes"):
+        cmd += ["--kv-cache-memory-bytes", str(peers["kv_cache_memory_bytes"])]
+    env = dict(os.environ)
+    if peers.get("allow_long_context"):
+        env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
+    return cmd, env
+
+
 _SERVERS: dict[str, tuple[str, subprocess.Popen, Any]] = {}  # one server per model and process, for every peer
 
 
@@ -133,13 +149,9 @@ def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator
         yield running[0], "peer"
         return
     port = _free_port()
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", path, "--served-model-name", "peer",
-           "--host", "127.0.0.1", "--port", str(port), "--max-model-len", str(peers.get("max_model_len", 4096)),
-           "--gpu-memory-utilization", str(peers.get("gpu_memory_utilization", 0.3)), "--enforce-eager"]
-    if peers.get("kv_cache_memory_bytes"):
-        cmd += ["--kv-cache-memory-bytes", str(peers["kv_cache_memory_bytes"])]
+    cmd, env = server_command(peers, path, port)
     logf = open(Path(peers.get("server_log") or os.devnull), "w")  # noqa: SIM115 - closed by _stop_servers
-    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     url = f"http://127.0.0.1:{port}/v1"
     _SERVERS[path] = (url, proc, logf)
     deadline = time.monotonic() + float(peers.get("server_timeout_s", 600))

@@ -85,13 +85,16 @@ def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: Mapping[st
         done = json.loads(done_file.read_text()) if done_file.is_file() else {"sessions": 0}
         t0 = time.perf_counter()
         ops: Counter = Counter()
+        empty_adds = 0
         for session in _sessions(eps)[done["sessions"]:]:
             when = session[0].valid_at.isoformat()
             for sp in speakers:  # each speaker's own store sees the session from its side
                 messages = [{"role": "user" if e.speaker == sp else "assistant", "content": e.content} for e in session]
                 try:
                     res = mem.add(messages, user_id=f"{g}:{sp}", metadata={"timestamp": when})
-                    for r in (res or {}).get("results", []):
+                    results = (res or {}).get("results", [])
+                    empty_adds += not results  # mem0ai logs an unparsable extraction reply and stores nothing
+                    for r in results:
                         ops[str(r.get("event", "ADD"))] += 1
                 except Exception as exc:  # noqa: BLE001 - a peer failure is counted, never fatal
                     failures.record(f"session {session[0].session} ({sp})", exc)
@@ -117,6 +120,6 @@ def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: Mapping[st
             contexts[index[q.id]], q_fail[index[q.id]] = "\n\n".join(parts), err
         groups[g] = {"episodes": len(eps), "speakers": speakers, "add_failures": failures.total(),
                      "failures_by_type": dict(failures.by_type), "failure_examples": failures.examples, "memories": n_memories,
-                     "operations": dict(ops), "ingest_wall_s": round(ingest_s, 1),
+                     "operations": dict(ops), "adds_without_memory": empty_adds, "ingest_wall_s": round(ingest_s, 1),
                      "search_wall_s": round(time.perf_counter() - t1, 1)}
     return PeerRun(contexts, {"library": "mem0ai", "groups": groups}, q_fail)

@@ -113,7 +113,7 @@ def test_peer_runs_end_to_end_against_an_openai_compatible_endpoint(tmp_path, me
         assert group["episodes"] == 3 and "entities" in group and "graphiti_tokens" in group
         assert (tmp_path / "g1.done.json").is_file()  # a rerun resumes after the added episodes
     else:
-        assert group["speakers"] == ["Alice", "Bob"] and "memories" in group
+        assert group["speakers"] == ["Alice", "Bob"] and "memories" in group and "adds_without_memory" in group
         assert all(c.startswith("Memories for Alice:") for c in run.contexts)
 
 
@@ -165,3 +165,17 @@ def test_failures_are_counted_by_type_with_a_few_examples():
     assert f.record("ep9", KeyError("x")).startswith("KeyError")
     assert f.total() == 4 and dict(f.by_type) == {"ValueError": 3, "KeyError": 1}
     assert f.examples == ["ep0: ValueError: bad reply 0", "ep1: ValueError: bad reply 1"]
+
+
+def test_server_command_sizes_the_window_and_allows_a_long_one_only_when_asked():
+    from mnemis.baselines.peers.common import server_command
+
+    cmd, env = server_command({"max_model_len": 16384, "kv_cache_memory_bytes": 512}, "/m", 8123)
+    assert cmd[cmd.index("--max-model-len") + 1] == "16384" and cmd[cmd.index("--port") + 1] == "8123"
+    assert cmd[cmd.index("--kv-cache-memory-bytes") + 1] == "512" and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in env
+    _, env = server_command({"allow_long_context": True}, "/m", 1)
+    assert env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
+    from mnemis.config import compose, to_plain
+
+    assert to_plain(compose(["experiment=quickstart"]))["peers"]["allow_long_context"] is True
+    assert to_plain(compose([]))["peers"]["allow_long_context"] is False
