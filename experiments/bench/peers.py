@@ -31,7 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).parent))
 
-from cpu_quality import accuracy, f1_table
+from cpu_quality import accuracy, f1_table, prompt_cost
 
 
 def _load(path: Path) -> Any:
@@ -59,10 +59,7 @@ def summarize(run: Path) -> dict[str, Any]:
     rows = [r.model_dump() for r in read_records(run / "questions.jsonl")]
     build = _load(run / "build_summary.json") or {}
     episodes = int((build.get("dataset") or {}).get("episodes") or 0)
-    ledger = _load(run / "ledger.json") or {}
-    ours_prompt = sum(v.get("prompt_tokens", 0) for k, v in (ledger.get("stages") or {}).items()
-                      if k in ("extract_entities", "reflect_entities", "extract_facts", "reflect_facts",
-                               "resolve_entities", "dedup_facts", "entity_attributes"))
+    ours_cost = prompt_cost(_load(run / "ledger.json"), episodes, build)  # cached replies counted too
     ours_names: set[str] = set()
     ours_contradicted = 0
     counts = build.get("store_counts") or {}
@@ -84,7 +81,8 @@ def summarize(run: Path) -> dict[str, Any]:
         "method_wall_s": _load(run / "timings.json"),
         "episodes": episodes,
         "ingest_prompt_tokens_per_episode": {
-            "mnemis (our ledger)": round(ours_prompt / episodes, 1) if episodes else None,
+            "mnemis (our base graph)": ours_cost["base_graph_prompt_tokens_per_episode"],
+            "mnemis source": ours_cost["source"],
             "graphiti (Graphiti's own count)": graphiti.get("graphiti_input_tokens_per_episode"),
             "peers' server, all peer calls": {m: (s.get("server_tokens") or {}) for m, s in
                                               (("graphiti", graphiti), ("mem0_oss", mem0_oss))}},

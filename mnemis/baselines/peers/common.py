@@ -115,16 +115,21 @@ def server_command(peers: Mapping[str, Any], model_path: str, port: int) -> tupl
 _SERVERS: dict[str, tuple[str, subprocess.Popen, Any]] = {}  # one server per model and process, for every peer
 
 
-def _stop_servers() -> None:
-    for _url, proc, logf in _SERVERS.values():
+def _stop_server(path: str) -> None:
+    _url, proc, logf = _SERVERS.pop(path)
+    if proc.poll() is None:
         proc.terminate()
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.wait()
-        logf.close()
-    _SERVERS.clear()
+    logf.close()
+
+
+def _stop_servers() -> None:
+    for path in list(_SERVERS):
+        _stop_server(path)
 
 
 atexit.register(_stop_servers)
@@ -145,9 +150,11 @@ def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator
     packaged = packaged_model(name)
     path = str(packaged[0]) if packaged else name
     running = _SERVERS.get(path)
-    if running is not None and running[1].poll() is None:
+    if running is not None and running[1].poll() is None and _ready(running[0]):
         yield running[0], "peer"
         return
+    if running is not None:  # exited, or never came up: a fresh start below
+        _stop_server(path)
     port = _free_port()
     cmd, env = server_command(peers, path, port)
     logf = open(Path(peers.get("server_log") or os.devnull), "w")  # noqa: SIM115 - closed by _stop_servers
@@ -157,9 +164,11 @@ def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator
     deadline = time.monotonic() + float(peers.get("server_timeout_s", 600))
     while not _ready(url):
         if proc.poll() is not None:
+            _stop_server(path)
             raise PeerUnavailable(f"the vLLM server for the peers exited with code {proc.returncode} "
                                   f"(peers.server_log=<file> keeps its log): {' '.join(cmd)}")
         if time.monotonic() > deadline:
+            _stop_server(path)  # the next peer method starts its own rather than talking to a half-started one
             raise PeerUnavailable(f"the vLLM server for the peers was not up within "
                                   f"{peers.get('server_timeout_s', 600)} s (peers.server_timeout_s)")
         time.sleep(1.0)

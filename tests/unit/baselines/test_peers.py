@@ -179,3 +179,41 @@ def test_server_command_sizes_the_window_and_allows_a_long_one_only_when_asked()
 
     assert to_plain(compose(["experiment=quickstart"]))["peers"]["allow_long_context"] is True
     assert to_plain(compose([]))["peers"]["allow_long_context"] is False
+
+
+def test_a_server_that_never_comes_up_is_stopped_and_the_next_method_starts_its_own(monkeypatch, tmp_path):
+    """A start that times out kills the half-started server, so the next peer method does not send its
+    requests to it (which failed every Mem0 add with 'Connection error' once); a ready server is shared."""
+    from mnemis.baselines.peers import common
+
+    ready_script = tmp_path / "serve.py"
+    ready_script.write_text(
+        "import http.server, sys\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200); self.end_headers(); self.wfile.write(b'{}')\n"
+        "    def log_message(self, *a): pass\n"
+        "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n")
+    mode = {"ready": False}
+
+    def fake_command(peers, path, port):
+        if mode["ready"]:
+            return [sys.executable, str(ready_script), str(port)], dict(os.environ)
+        return [sys.executable, "-c", "import time; time.sleep(120)"], dict(os.environ)
+
+    monkeypatch.setattr(common, "server_command", fake_command)
+    llm = {"backend": {"model": str(tmp_path / "some-model")}}
+    with pytest.raises(common.PeerUnavailable, match="not up within"):
+        with common.local_endpoint({"server_timeout_s": 1}, llm):
+            pass
+    assert common._SERVERS == {}  # stopped, not left for the next method
+    mode["ready"] = True
+    try:
+        with common.local_endpoint({"server_timeout_s": 60}, llm) as (url, model):
+            first = common._SERVERS[str(tmp_path / "some-model")][1]
+        with common.local_endpoint({"server_timeout_s": 60}, llm) as (url2, _):
+            assert url2 == url and common._SERVERS[str(tmp_path / "some-model")][1] is first  # shared
+        assert model == "peer"
+    finally:
+        common._stop_servers()
+    assert first.poll() is not None
