@@ -78,6 +78,12 @@ def accuracy(metrics: dict[str, Any], judge: str = "main") -> dict[str, Any]:
     return out
 
 
+def overall_by_judge(metrics: dict[str, Any] | None) -> dict[str, Any]:
+    """Per method and judge: overall accuracy, correct, total and CI (to compare modes under one criterion)."""
+    return {method: {j: {k: (v.get("raw", {}).get("overall") or {}).get(k) for k in ("accuracy", "correct", "total", "ci")}
+                     for j, v in (m.get("judges") or {}).items()} for method, m in (metrics or {}).items()}
+
+
 def evidence_recall(recall: dict[str, Any] | None) -> dict[str, Any]:
     """Per route: overall direct / reachable recall of the gold evidence episodes, and per category."""
     out = {}
@@ -187,6 +193,7 @@ def summarize(run_dir: Path) -> dict[str, Any]:
                   **{k: v for k, v in ((build or {}).get("dataset") or {}).items() if k != "warnings"}},
         "methods": config.get("methods"),
         "accuracy": accuracy(_load(run_dir / "metrics.json")),
+        "overall_by_judge": overall_by_judge(_load(run_dir / "metrics.json")),
         "token_f1": f1_table(rows),
         "evidence_recall": evidence_recall(_load(run_dir / "recall.json")),
         "judge_leniency": leniency(_load(run_dir / "leniency.json")),

@@ -122,3 +122,11 @@ def test_paper_mode_runs_its_own_method_list(cq, tmp_path, monkeypatch):
     calls.clear()
     cq.main(["--modes", "paper", "--paper-methods", "all", "--out", str(out)])
     assert calls == [("paper", [])]
+
+
+def test_overall_by_judge_keeps_every_criterion(cq):
+    metrics = {"mnemis": {"judges": {"generous": {"raw": {"overall": {"accuracy": 0.7, "correct": 7, "total": 10, "ci": [0.4, 0.9]}}},
+                                     "strict": {"raw": {"overall": {"accuracy": 0.5, "correct": 5, "total": 10}}}}}}
+    out = cq.overall_by_judge(metrics)
+    assert out["mnemis"]["generous"]["correct"] == 7 and out["mnemis"]["strict"] == {"accuracy": 0.5, "correct": 5,
+                                                                                       "total": 10, "ci": None}
