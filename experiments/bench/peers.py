@@ -84,7 +84,7 @@ def summarize(run: Path) -> dict[str, Any]:
             "mnemis (our base graph)": ours_cost["base_graph_prompt_tokens_per_episode"],
             "mnemis source": ours_cost["source"],
             "graphiti (Graphiti's own count)": graphiti.get("graphiti_input_tokens_per_episode"),
-            "peers' server, all peer calls": {m: (s.get("server_tokens") or {}) for m, s in
+            "peers' server, all peer calls": {m: (s.get("server_counts") or s.get("server_tokens") or {}) for m, s in
                                               (("graphiti", graphiti), ("mem0_oss", mem0_oss))}},
         "memory": {"mnemis": counts,
                    "graphiti": {g: {k: v.get(k) for k in ("entities", "facts", "contradicted_facts",

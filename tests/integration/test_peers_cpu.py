@@ -33,4 +33,4 @@ def test_peer_on_a_few_turns_with_the_tiny_model(locomo_path, tmp_path, method, 
     assert "error" not in group, group
     assert len(run.contexts) == 2 and len(run.question_failures) == 2
     assert group["episodes"] == 4
-    assert stats["server_tokens"]["prompt_tokens"] > 0, stats  # the library really called the model
+    assert stats["server_counts"]["prompt_tokens"] > 0, stats  # the library really called the model

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -64,6 +65,54 @@ class Failures:
     def total(self) -> int:
         return sum(self.by_type.values())
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"by_type": dict(self.by_type), "examples": list(self.examples)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None, keep: int = 3) -> Failures:
+        out = cls(keep)
+        out.by_type.update((d or {}).get("by_type") or {})
+        out.examples = list((d or {}).get("examples") or [])[:keep]
+        return out
+
+
+class IngestProgress:
+    """How far a peer's ingestion of one group got and what it cost so far, saved after every step: a rerun
+    resumes after ``done`` steps and still reports the whole ingestion (failures, counts, wall time), not
+    only its own part.
+
+    Files written before the counts were kept (``{"episodes": n}`` / ``{"sessions": n}``) resume at ``n``
+    and say ``counts_complete: false``.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            saved = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: not a peer progress file ({exc}); delete it to ingest this group "
+                             "again from the start") from exc
+        legacy = "done" not in saved and bool(saved)
+        self.done = int(saved.get("done", saved.get("episodes", saved.get("sessions", 0))))
+        self.failures = Failures.from_dict(saved.get("failures"))
+        self.counts: Counter = Counter(saved.get("counts") or {})
+        self.wall_s = float(saved.get("wall_s", 0.0))
+        self.complete = bool(saved.get("counts_complete", not legacy))
+
+    def step(self, wall_s: float) -> None:
+        """One more step (an episode, a session) taken in ``wall_s`` seconds; saved at once."""
+        self.done += 1
+        self.wall_s += wall_s
+        self.save()
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"done": self.done, "failures": self.failures.to_dict(),
+                                   "counts": dict(self.counts), "wall_s": round(self.wall_s, 3),
+                                   "counts_complete": self.complete}))
+        tmp.replace(self.path)
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -79,21 +128,42 @@ def _ready(url: str) -> bool:
         return False
 
 
-def server_tokens(base_url: str) -> dict[str, float]:
-    """Prompt and generated tokens the vLLM server has counted so far (its Prometheus ``/metrics``)."""
+def server_counts(base_url: str) -> dict[str, float]:
+    """What the vLLM server has counted so far (its Prometheus ``/metrics``): prompt and generated tokens,
+    finished requests, and those cut at their ``max_tokens`` (``finished_reason="length"``)."""
     root = base_url.rsplit("/v1", 1)[0]
     try:
         with urllib.request.urlopen(root + "/metrics", timeout=5) as r:
             text = r.read().decode("utf-8", "replace")
     except OSError:
         return {}
+    return parse_server_counts(text)
+
+
+def parse_server_counts(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for line in text.splitlines():
-        for key, name in (("prompt_tokens", "vllm:prompt_tokens_total"),
-                          ("generation_tokens", "vllm:generation_tokens_total")):
-            if line.startswith(name):
-                out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        key = {"vllm:prompt_tokens_total": "prompt_tokens", "vllm:generation_tokens_total": "generation_tokens",
+               "vllm:request_success_total": "requests"}.get(name)
+        if key is None:
+            continue
+        value = float(line.rsplit(" ", 1)[1])
+        out[key] = out.get(key, 0.0) + value
+        if key == "requests":
+            out["requests_cut"] = out.get("requests_cut", 0.0) + value * ('finished_reason="length"' in line)
     return out
+
+
+def add_server_counts(work: Path, before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """Add this run's server counts (``after - before``) to those saved in ``work`` by earlier runs of the same
+    memory (a resumed ingestion), save and return the totals."""
+    path = work / "server_counts.json"
+    total = json.loads(path.read_text()) if path.is_file() else {}
+    for k, v in after.items():
+        total[k] = total.get(k, 0.0) + v - before.get(k, 0.0)
+    path.write_text(json.dumps(total))
+    return total
 
 
 def server_command(peers: Mapping[str, Any], model_path: str, port: int) -> tuple[list[str], dict[str, str]]:
@@ -192,11 +262,11 @@ def run_peer(method: str, data: Dataset, questions: Sequence[Question], peers: M
     work.mkdir(parents=True, exist_ok=True)
     try:
         with local_endpoint(peers, llm) as (base_url, model):
-            before = server_tokens(base_url)
+            before = server_counts(base_url)
             out = _in_worker(method, data, questions, peers, base_url, model, embedder, reranker, work)
-            after = server_tokens(base_url)
-        if before or after:
-            out.stats["server_tokens"] = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+            after = server_counts(base_url)
+        if before or after:  # every run of this memory so far, a resumed ingestion included
+            out.stats["server_counts"] = add_server_counts(work, before, after)
         return out
     except PeerUnavailable as exc:
         return _failed(method, questions, f"{type(exc).__name__}: {exc}")
@@ -209,8 +279,6 @@ def _failed(method: str, questions: Sequence[Question], why: str) -> PeerRun:
 
 def _in_worker(method: str, data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any], base_url: str,
                model: str, embedder: Mapping[str, Any], reranker: Mapping[str, Any] | None, work: Path) -> PeerRun:
-    import json
-
     job = {"method": method, "data": data.model_dump(mode="json"), "questions": [q.model_dump(mode="json")
                                                                                   for q in questions],
            "peers": dict(peers), "base_url": base_url, "model": model, "embedder": dict(embedder),

@@ -4,7 +4,6 @@ Graphiti's own hybrid search, our embedder and reranker behind its client interf
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -12,7 +11,7 @@ from datetime import timezone
 from pathlib import Path
 from typing import Any
 
-from mnemis.baselines.peers.common import Failures, PeerRun
+from mnemis.baselines.peers.common import IngestProgress, PeerRun
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -97,21 +96,20 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
     graph = Graphiti(graph_driver=driver, llm_client=llm, embedder=emb, cross_encoder=cross)
     await graph.build_indices_and_constraints()
     await _kuzu_fulltext_indexes(driver)
-    done_file = work / f"{group}.done.json"
-    failures = Failures()
-    t0 = time.perf_counter()
-    done = json.loads(done_file.read_text()) if done_file.is_file() else {"episodes": 0}
-    for ep in list(episodes)[done["episodes"]:]:  # a rerun resumes after the last added episode
+    progress = IngestProgress(work / f"{group}.done.json")
+    for ep in list(episodes)[progress.done:]:  # a rerun resumes after the last added episode
         when = ep.valid_at if ep.valid_at.tzinfo else ep.valid_at.replace(tzinfo=timezone.utc)
+        t0 = time.perf_counter()
+        used = graph.token_tracker.get_total_usage()
         try:
             await graph.add_episode(name=ep.id, episode_body=ep.content, source_description="conversation turn",
                                     reference_time=when, source=EpisodeType.message, group_id=group)
         except Exception as exc:  # noqa: BLE001 - a peer failure is counted, never fatal
-            failures.record(ep.id, exc)
-        done["episodes"] += 1
-        done_file.write_text(json.dumps(done))
-    ingest_s = time.perf_counter() - t0
-    tokens = graph.token_tracker.get_total_usage()
+            progress.failures.record(ep.id, exc)
+        now = graph.token_tracker.get_total_usage()  # Graphiti's own count (of the replies it could parse)
+        progress.counts["graphiti_input_tokens"] += now.input_tokens - used.input_tokens
+        progress.counts["graphiti_output_tokens"] += now.output_tokens - used.output_tokens
+        progress.step(time.perf_counter() - t0)
     entities = await _all(EntityNode, driver, group)
     edges = await _all(EntityEdge, driver, group)
     contexts, q_fail = [], []
@@ -126,12 +124,14 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
             q_fail.append(f"{type(exc).__name__}: {str(exc)[:200]}")
     await graph.close()
     return {"contexts": contexts, "question_failures": q_fail, "stats": {
-        "episodes": len(episodes), "episode_failures": failures.total(), "failures_by_type": dict(failures.by_type),
-        "failure_examples": failures.examples, "entities": len(entities), "facts": len(edges),
+        "episodes": len(episodes), "episode_failures": progress.failures.total(),
+        "failures_by_type": dict(progress.failures.by_type), "failure_examples": progress.failures.examples,
+        "entities": len(entities), "facts": len(edges),
         "entity_names": sorted({str(getattr(n, "name", "")) for n in entities})[:500],
         "contradicted_facts": sum(1 for e in edges if getattr(e, "invalid_at", None) is not None),
-        "graphiti_tokens": {"input": tokens.input_tokens, "output": tokens.output_tokens},
-        "ingest_wall_s": round(ingest_s, 1), "search_wall_s": round(time.perf_counter() - t1, 1)}}
+        "graphiti_tokens": {"input": progress.counts["graphiti_input_tokens"],
+                            "output": progress.counts["graphiti_output_tokens"]},
+        "counts_complete": progress.complete, "ingest_wall_s": round(progress.wall_s, 1), "search_wall_s": round(time.perf_counter() - t1, 1)}}
 
 
 def run_graphiti(data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any], base_url: str, model: str,

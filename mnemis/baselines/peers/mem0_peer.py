@@ -3,16 +3,14 @@ store per speaker (as the Mem0 authors' LoCoMo evaluation), each session added a
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemis.baselines.peers.common import Failures, PeerRun
+from mnemis.baselines.peers.common import IngestProgress, PeerRun
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -72,7 +70,6 @@ def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: Mapping[st
     for g, eps in by_group.items():
         qs = [q for q in questions if q.group_id == g]
         speakers = list(dict.fromkeys(e.speaker for e in sorted(eps, key=lambda e: e.position)))
-        failures = Failures()
         try:
             mem = _memory(g, peers, base_url, model, embedder, dim, work)
         except Exception as exc:
@@ -81,26 +78,22 @@ def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: Mapping[st
             for q in qs:
                 q_fail[index[q.id]] = groups[g]["error"]
             continue
-        done_file = work / g / "done.json"
-        done = json.loads(done_file.read_text()) if done_file.is_file() else {"sessions": 0}
-        t0 = time.perf_counter()
-        ops: Counter = Counter()
-        empty_adds = 0
-        for session in _sessions(eps)[done["sessions"]:]:
+        progress = IngestProgress(work / g / "done.json")
+        for session in _sessions(eps)[progress.done:]:  # a rerun resumes after the last added session
             when = session[0].valid_at.isoformat()
+            t0 = time.perf_counter()
             for sp in speakers:  # each speaker's own store sees the session from its side
                 messages = [{"role": "user" if e.speaker == sp else "assistant", "content": e.content} for e in session]
                 try:
                     res = mem.add(messages, user_id=f"{g}:{sp}", metadata={"timestamp": when})
                     results = (res or {}).get("results", [])
-                    empty_adds += not results  # mem0ai logs an unparsable extraction reply and stores nothing
+                    # mem0ai logs an unparsable extraction reply and stores nothing
+                    progress.counts["adds_without_memory"] += not results
                     for r in results:
-                        ops[str(r.get("event", "ADD"))] += 1
+                        progress.counts[f"op.{r.get('event', 'ADD')}"] += 1
                 except Exception as exc:  # noqa: BLE001 - a peer failure is counted, never fatal
-                    failures.record(f"session {session[0].session} ({sp})", exc)
-            done["sessions"] += 1
-            done_file.write_text(json.dumps(done))
-        ingest_s = time.perf_counter() - t0
+                    progress.failures.record(f"session {session[0].session} ({sp})", exc)
+            progress.step(time.perf_counter() - t0)
         t1 = time.perf_counter()
         n_memories = 0
         for sp in speakers:
@@ -118,8 +111,11 @@ def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: Mapping[st
                 lines = [f"- {h.get('memory', '')} ({(h.get('metadata') or {}).get('timestamp', '?')[:10]})" for h in hits]
                 parts.append(f"Memories for {sp}:\n" + ("\n".join(lines) or "- (none)"))
             contexts[index[q.id]], q_fail[index[q.id]] = "\n\n".join(parts), err
-        groups[g] = {"episodes": len(eps), "speakers": speakers, "add_failures": failures.total(),
-                     "failures_by_type": dict(failures.by_type), "failure_examples": failures.examples, "memories": n_memories,
-                     "operations": dict(ops), "adds_without_memory": empty_adds, "ingest_wall_s": round(ingest_s, 1),
+        groups[g] = {"episodes": len(eps), "speakers": speakers, "add_failures": progress.failures.total(),
+                     "failures_by_type": dict(progress.failures.by_type),
+                     "failure_examples": progress.failures.examples, "memories": n_memories,
+                     "operations": {k[3:]: v for k, v in sorted(progress.counts.items()) if k.startswith("op.")},
+                     "adds_without_memory": progress.counts["adds_without_memory"],
+                     "counts_complete": progress.complete, "ingest_wall_s": round(progress.wall_s, 1),
                      "search_wall_s": round(time.perf_counter() - t1, 1)}
     return PeerRun(contexts, {"library": "mem0ai", "groups": groups}, q_fail)
