@@ -128,6 +128,18 @@ def _ready(url: str) -> bool:
         return False
 
 
+def request_timeout(peers: Mapping[str, Any]) -> float:
+    """Seconds a peer library waits for one LLM reply (``peers.request_timeout_s``)."""
+    value = peers.get("request_timeout_s", 3600)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if seconds <= 0:
+        raise ValueError(f"peers.request_timeout_s must be a positive number of seconds, got {value!r}")
+    return seconds
+
+
 def server_counts(base_url: str) -> dict[str, float]:
     """What the vLLM server has counted so far (its Prometheus ``/metrics``): prompt and generated tokens,
     finished requests, and those cut at their ``max_tokens`` (``finished_reason="length"``)."""

@@ -11,7 +11,7 @@ from datetime import timezone
 from pathlib import Path
 from typing import Any
 
-from mnemis.baselines.peers.common import IngestProgress, PeerRun
+from mnemis.baselines.peers.common import IngestProgress, PeerRun, request_timeout
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -83,11 +83,13 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
     from graphiti_core.llm_client.config import LLMConfig
     from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
     from graphiti_core.nodes import EntityNode, EpisodeType
+    from openai import AsyncOpenAI
 
     budget = int(peers.get("max_tokens", 1024))  # the client's own max_tokens (16,384 by default) wins over the config's
-    llm = OpenAIGenericClient(config=LLMConfig(api_key=str(peers.get("api_key") or "EMPTY"), model=model,
-                                               small_model=model, base_url=base_url, temperature=0.0,
-                                               max_tokens=budget), max_tokens=budget)
+    key = str(peers.get("api_key") or "EMPTY")
+    client = AsyncOpenAI(api_key=key, base_url=base_url, timeout=request_timeout(peers))
+    llm = OpenAIGenericClient(config=LLMConfig(api_key=key, model=model, small_model=model, base_url=base_url,
+                                               temperature=0.0, max_tokens=budget), max_tokens=budget, client=client)
     emb, cross = _clients(embedder, reranker)
     driver = KuzuDriver(db=str(work / f"{group}.kuzu"))
     # graphiti-core 0.31.2 routes a group_id to a database of that name and reads ``driver._database``, which

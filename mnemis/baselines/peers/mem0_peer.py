@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemis.baselines.peers.common import IngestProgress, PeerRun
+from mnemis.baselines.peers.common import IngestProgress, PeerRun, request_timeout
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ def _memory(group: str, peers: Mapping[str, Any], base_url: str, model: str, emb
             work: Path) -> Any:
     os.environ.setdefault("MEM0_DIR", str(work / "mem0-home"))
     from mem0 import Memory
+    from openai import OpenAI
 
     folder = work / group
     folder.mkdir(parents=True, exist_ok=True)
@@ -47,6 +48,9 @@ def _memory(group: str, peers: Mapping[str, Any], base_url: str, model: str, emb
     }
     mem = Memory.from_config(config)
     mem.embedding_model = _OurEmbedding(embedder)
+    # mem0ai builds its OpenAI client without a timeout setting: the SDK's 600 s is short for a small CPU model
+    mem.llm.client = OpenAI(api_key=config["llm"]["config"]["api_key"], base_url=base_url,
+                            timeout=request_timeout(peers))
     return mem
 
 

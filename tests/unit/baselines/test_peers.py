@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import threading
+import time
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -35,8 +36,9 @@ def _data() -> tuple[Dataset, list[Question]]:
 class FakeServer:
     """``/v1/chat/completions``: a minimal instance of the requested JSON schema (else ``{}``)."""
 
-    def __init__(self, reply: str | None = None) -> None:
+    def __init__(self, reply: str | None = None, delay_s: float = 0.0) -> None:
         self.requests = 0
+        self.delay_s = delay_s  # a slow model: seconds before each chat reply
         self.reply = reply  # a fixed reply (e.g. one that is not JSON) instead of the schema's minimal instance
 
         outer = self
@@ -51,6 +53,7 @@ class FakeServer:
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests += 1
+                time.sleep(outer.delay_s)
                 fmt = body.get("response_format") or {}
                 schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else None
                 content = outer.reply if outer.reply is not None else json.dumps(
@@ -62,11 +65,14 @@ class FakeServer:
 
             def _send(self, obj):
                 data = json.dumps(obj).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
+                    pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -145,6 +151,34 @@ def test_a_resumed_ingestion_reports_the_whole_ingestion(tmp_path, method):
         keys = ("adds_without_memory", "add_failures", "failures_by_type", "operations", "memories")
     assert {k: second[k] for k in keys} == {k: first[k] for k in keys}
     assert second["counts_complete"] is True and second["ingest_wall_s"] >= first["ingest_wall_s"] * 0.99
+
+
+@pytest.mark.parametrize("method", ["graphiti", "mem0_oss"])
+def test_the_request_timeout_reaches_the_library(tmp_path, method):
+    """``peers.request_timeout_s`` is the libraries' client timeout (mem0ai and Graphiti build their OpenAI
+    clients with the SDK's 600 s): a reply slower than it is a counted failure, not a hang."""
+    pytest.importorskip("graphiti_core" if method == "graphiti" else "mem0")
+    if method == "graphiti":
+        pytest.importorskip("kuzu")
+    data, qs = _data()
+    server = FakeServer(delay_s=3.0)
+    peers = {"base_url": server.url, "model": "peer", "k": 5, "request_timeout_s": 0.3}
+    try:
+        group = run_peer(method, data, qs, peers, {}, HASH, None, tmp_path).summary()["groups"]["g1"]
+    finally:
+        server.close()
+    failed = group["episode_failures"] if method == "graphiti" else group["add_failures"]
+    assert failed == (3 if method == "graphiti" else 2), group
+    assert "timed out" in json.dumps(group["failure_examples"]).lower(), group
+
+
+def test_request_timeout_must_be_positive():
+    from mnemis.baselines.peers.common import request_timeout
+
+    assert request_timeout({}) == 3600.0 and request_timeout({"request_timeout_s": "90"}) == 90.0
+    for bad in (0, -5, "soon", None):
+        with pytest.raises(ValueError, match="peers.request_timeout_s"):
+            request_timeout({"request_timeout_s": bad})
 
 
 def test_ingest_progress_saves_each_step_and_reads_older_files(tmp_path):
