@@ -52,6 +52,13 @@ def mem0_fidelity(ours: dict[str, Any], oss: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def per_episode(server: dict[str, float] | None, episodes: int) -> float | None:
+    """The server's prompt tokens for one peer, per ingested episode (``None`` when it was not measured)."""
+    if not server or "prompt_tokens" not in server or not episodes:
+        return None
+    return round(server["prompt_tokens"] / episodes, 1)
+
+
 def summarize(run: Path) -> dict[str, Any]:
     from mnemis.eval.records import read_records
     from mnemis.store import GraphStore
@@ -85,7 +92,10 @@ def summarize(run: Path) -> dict[str, Any]:
             "mnemis source": ours_cost["source"],
             "graphiti (Graphiti's own count)": graphiti.get("graphiti_input_tokens_per_episode"),
             "peers' server, all peer calls": {m: (s.get("server_counts") or s.get("server_tokens") or {}) for m, s in
-                                              (("graphiti", graphiti), ("mem0_oss", mem0_oss))}},
+                                              (("graphiti", graphiti), ("mem0_oss", mem0_oss))},
+            "peers' server, prompt tokens per episode": {
+                m: per_episode(s.get("server_counts") or s.get("server_tokens"), episodes)
+                for m, s in (("graphiti", graphiti), ("mem0_oss", mem0_oss))}},
         "memory": {"mnemis": counts,
                    "graphiti": {g: {k: v.get(k) for k in ("entities", "facts", "contradicted_facts",
                                                           "episode_failures")} for g, v in g_groups.items()},
@@ -112,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default="mnemis,mem0,graphiti,mem0_oss")
     ap.add_argument("--run-dir", type=Path, default=REPO / "runs" / "peers")
     ap.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "peers_quickstart.json")
-    ap.add_argument("--summarize", action="store_true", help="only read an existing --run-dir")
+    ap.add_argument("--summarize", action="store_true",
+                    help="only read an existing --run-dir (the command and wall time already in --out are kept)")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args(argv)
     run = args.run_dir.resolve() / args.experiment
@@ -126,10 +137,13 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         subprocess.run(cmd, cwd=REPO, env=env, check=True)
         wall = round(time.perf_counter() - t0, 1)
+    command = "python experiments/bench/peers.py " + " ".join(argv or sys.argv[1:])
+    if args.summarize and args.out.is_file():  # re-read a run: keep the command and wall time of the run itself
+        before = json.loads(args.out.read_text())
+        command, wall = before.get("command", command), before.get("total_wall_s")
     out = {"what": "our methods and the peer libraries in one run, one slice, one local model; accuracy = the "
                    "run's LLM judge, token F1 = overlap with the gold answer",
-           "command": "python experiments/bench/peers.py " + " ".join(argv or sys.argv[1:]),
-           "experiment": args.experiment, "total_wall_s": wall, "host": {"cpus": os.cpu_count()},
+           "command": command, "experiment": args.experiment, "total_wall_s": wall, "host": {"cpus": os.cpu_count()},
            **summarize(run)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2, default=str) + "\n")

@@ -203,14 +203,14 @@ def test_ingest_progress_saves_each_step_and_reads_older_files(tmp_path):
 def test_server_counts_read_tokens_requests_and_cut_replies(tmp_path):
     from mnemis.baselines.peers.common import add_server_counts, parse_server_counts
 
-    text = "\n".join([
-        "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.",
-        'vllm:prompt_tokens_total{engine="0",model_name="peer"} 1200.0',
-        'vllm:generation_tokens_total{engine="0",model_name="peer"} 300.0',
-        'vllm:request_success_total{engine="0",finished_reason="stop",model_name="peer"} 3.0',
-        'vllm:request_success_total{engine="0",finished_reason="length",model_name="peer"} 2.0',
-        'vllm:request_success_created{engine="0",finished_reason="stop",model_name="peer"} 1.7e9',
-        'vllm:prompt_tokens_cached_total{engine="0",model_name="peer"} 50.0'])
+    text = """# HELP vllm:prompt_tokens_total Number of prefill tokens processed.
+vllm:prompt_tokens_total{engine="0",model_name="peer"} 1200.0
+vllm:generation_tokens_total{engine="0",model_name="peer"} 300.0
+vllm:request_success_total{engine="0",finished_reason="stop",model_name="peer"} 3.0
+vllm:request_success_total{engine="0",finished_reason="length",model_name="peer"} 2.0
+vllm:request_success_created{engine="0",finished_reason="stop",model_name="peer"} 1.7e9
+vllm:prompt_tokens_cached_total{engine="0",model_name="peer"} 50.0
+"""
     counts = parse_server_counts(text)
     assert counts == {"prompt_tokens": 1200.0, "generation_tokens": 300.0, "requests": 5.0, "requests_cut": 2.0}
     first = add_server_counts(tmp_path, {"prompt_tokens": 200.0}, counts)
@@ -251,6 +251,10 @@ def test_a_failing_peer_never_stops_the_other_methods_of_a_run(tmp_path, locomo_
     assert summary["episodes"] == 18 and summary["failures"]["graphiti"]["questions"] == 4
     assert set(summary["accuracy"]) == {"rag", "graphiti"} and summary["fidelity"]["entity_names_graphiti"] == 0
     assert summary["fidelity"]["contradicted_facts_graphiti"] == 0 and summary["fidelity"]["mem0"] == {}
+    assert summary["ingest_prompt_tokens_per_episode"]["peers' server, prompt tokens per episode"] == {
+        "graphiti": None, "mem0_oss": None}  # graphiti never reached a server; mem0_oss did not run
+    assert mod.per_episode({"prompt_tokens": 150776.0, "requests": 72.0}, 18) == 8376.4
+    assert mod.per_episode({}, 18) is None and mod.per_episode({"prompt_tokens": 5.0}, 0) is None
     ours = {"memories": {"c1": 3}, "counters": {"c1": {"op.ADD": 3, "op.NOOP": 2, "bad.bad_id": 1}}}
     oss = {"groups": {"c1": {"memories": 5, "operations": {"ADD": 5}}}}
     assert mod.mem0_fidelity(ours, oss) == {"c1": {"memories_ours": 3, "memories_mem0ai": 5,
