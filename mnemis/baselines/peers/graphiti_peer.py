@@ -133,7 +133,8 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
         "contradicted_facts": sum(1 for e in edges if getattr(e, "invalid_at", None) is not None),
         "graphiti_tokens": {"input": progress.counts["graphiti_input_tokens"],
                             "output": progress.counts["graphiti_output_tokens"]},
-        "counts_complete": progress.complete, "ingest_wall_s": round(progress.wall_s, 1), "search_wall_s": round(time.perf_counter() - t1, 1)}}
+        "counts_complete": progress.complete, "ingest_wall_s": round(progress.wall_s, 1),
+        "search_wall_s": round(time.perf_counter() - t1, 1)}}
 
 
 def run_graphiti(data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any], base_url: str, model: str,
