@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(cmd, cwd=REPO, env=env, check=True)
         wall = round(time.perf_counter() - t0, 1)
     command = "python experiments/bench/peers.py " + " ".join(argv or sys.argv[1:])
-    if args.summarize and args.out.is_file():  # re-read a run: keep the command and wall time of the run itself
-        before = json.loads(args.out.read_text())
+    before = json.loads(args.out.read_text()) if args.summarize and args.out.is_file() else {}
+    if before.get("experiment") == args.experiment:  # re-read a run: keep the command and wall time of the run itself
         command, wall = before.get("command", command), before.get("total_wall_s")
     out = {"what": "our methods and the peer libraries in one run, one slice, one local model; accuracy = the "
                    "run's LLM judge, token F1 = overlap with the gold answer",

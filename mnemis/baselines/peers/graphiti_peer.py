@@ -108,7 +108,7 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
                                     reference_time=when, source=EpisodeType.message, group_id=group)
         except Exception as exc:  # noqa: BLE001 - a peer failure is counted, never fatal
             progress.failures.record(ep.id, exc)
-        now = graph.token_tracker.get_total_usage()  # Graphiti's own count (of the replies it could parse)
+        now = graph.token_tracker.get_total_usage()  # Graphiti's own count (0.31.2's OpenAIGenericClient records none)
         progress.counts["graphiti_input_tokens"] += now.input_tokens - used.input_tokens
         progress.counts["graphiti_output_tokens"] += now.output_tokens - used.output_tokens
         progress.step(time.perf_counter() - t0)
