@@ -27,7 +27,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -47,6 +47,7 @@ from mnemis.hierarchy.metrics import HierarchyMetrics, compute_metrics
 from mnemis.hierarchy.progress import LayerProgress, fingerprint, load_progress, save_progress
 from mnemis.models.llm.base import LLMRequest, LLMResult, Sampling
 from mnemis.prompts.categorize import CATEGORIZE, Categorization, NodeView, bounded_categorization
+from mnemis.prompts.categorize_paper import CATEGORIZE_PAPER
 from mnemis.prompts.describe_category import DESCRIBE_CATEGORY, CategoryDescription, ChildView
 from mnemis.types import Category, CategoryEdge, Entity, category_id, normalize_name
 
@@ -86,6 +87,13 @@ class HierarchyConfig(BaseModel):
     describe: bool = True
     describe_max_children: int = 30
     describe_summary_chars: int = 200
+    prompt: Literal["ours", "paper"] = Field(
+        "ours", description="categorisation prompt: ours (mnemis.prompts.categorize) or paper (the scaffolding of "
+        "the paper's prompt: layer 1-4 examples, tag definition, the previous layer's grouping)")
+    previous_examples: int = Field(3, ge=0, description="(prompt=paper) previous-layer categories shown")
+    layer_rule: Literal["shrink", "no_growth"] = Field(
+        "shrink", description="shrink: a layer must be smaller than the one below; no_growth: not larger (the "
+        "paper); a layer of the same size that merged nothing ends the build either way")
     categorize_sampling: Sampling = Field(default_factory=lambda: Sampling(max_tokens=1024))
     describe_sampling: Sampling = Field(default_factory=lambda: Sampling(max_tokens=256))
 
@@ -192,13 +200,15 @@ def _categorize_request(
     shown = sorted(g.drafts.values(), key=lambda d: -len(d.children))[: cfg.max_existing]
     speaker_key = normalize_name(cfg.speaker_category)
     speaker = cfg.speaker_category if layer == 1 and speaker_key in g.drafts else None
-    messages = CATEGORIZE.render(
+    extra = {"previous": _previous_example(g, layer, cfg.previous_examples)} if cfg.prompt == "paper" else {}
+    messages = (CATEGORIZE_PAPER if cfg.prompt == "paper" else CATEGORIZE).render(
         [NodeView(n.name, n.tags) for n in nodes],
         layer,
         existing=[_existing_view(g, d, cfg) for d in shown],
         min_children=cfg.min_children,
         speaker=speaker,
         reask=reask,
+        **extra,
     )
     return LLMRequest(
         messages=messages,
@@ -206,6 +216,20 @@ def _categorize_request(
         sampling=cfg.categorize_sampling,
         stage=STAGE_REASK if reask else STAGE_CATEGORIZE,
     )
+
+
+def _previous_example(g: _Group, layer: int, k: int) -> list[NodeView]:
+    """The ``k`` largest categories of layer ``layer - 1`` that merged several children, with up to five
+    child names each: how the layer below was grouped (none at layer 1)."""
+    if layer < 2 or k == 0:
+        return []
+    names = {e.id: e.name for e in g.entities} | {c.id: c.name for c in g.categories}
+    kids: dict[str, list[str]] = {}
+    for e in g.edges:
+        kids.setdefault(e.parent_id, []).append(e.child_id)
+    below = [c for c in g.categories if c.layer == layer - 1 and len(kids.get(c.id, ())) >= 2]
+    below.sort(key=lambda c: (-len(kids[c.id]), c.name))
+    return [NodeView(c.name, (), [names[i] for i in kids[c.id][:5] if i in names]) for c in below[:k]]
 
 
 def _existing_view(g: _Group, d: Draft, cfg: HierarchyConfig) -> NodeView:
@@ -357,8 +381,11 @@ def _close_layer(g: _Group, layer: int, cfg: HierarchyConfig) -> bool:
     g.dissolved += len(dissolve_small(g.drafts, cfg.min_children))
     left = unassigned([n.id for n in g.candidates], g.drafts)
     promote(g.drafts, [(i, g.by_id[i].name) for i in left], g.repairs)
-    if not layer_shrinks(layer, len(g.drafts), len(g.lower)):
+    if not layer_shrinks(layer, len(g.drafts), len(g.lower), cfg.layer_rule):
         g.done, g.stop_reason, g.discarded = True, "no_shrink", len(g.drafts)
+        return False
+    if layer >= 2 and len(g.drafts) == len(g.lower) and all(len(d.children) == 1 for d in g.drafts.values()):
+        g.done, g.stop_reason, g.discarded = True, "no_merge", len(g.drafts)  # the same layer again
         return False
     return True
 

@@ -213,9 +213,12 @@ def promote(drafts: dict[str, Draft], orphans: Sequence[tuple[str, str]], repair
     return created
 
 
-def layer_shrinks(layer: int, new_size: int, lower_size: int) -> bool:
-    """The node-count rule: from layer 2 on, a new layer must be strictly smaller than the one below."""
-    return layer < 2 or new_size < lower_size
+def layer_shrinks(layer: int, new_size: int, lower_size: int, rule: str = "shrink") -> bool:
+    """The node-count rule from layer 2 on: ``shrink`` (ours) a new layer must be smaller than the one below;
+    ``no_growth`` (the paper: "no more nodes than the layer beneath") it may be as large, not larger."""
+    if rule not in ("shrink", "no_growth"):
+        raise ValueError(f"layer rule must be 'shrink' or 'no_growth', got {rule!r}")
+    return layer < 2 or new_size < lower_size or (rule == "no_growth" and new_size == lower_size)
 
 
 def balanced_chunks(items: Sequence[str], size: int) -> list[list[str]]:

@@ -34,6 +34,7 @@ from mnemis.prompts.entity_attributes import (
     MAX_SUMMARY_CHARS,
     clean_tags,
 )
+from mnemis.prompts.limits import DEFAULT_LIMITS, PromptLimits
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Entity, Episode
 
@@ -73,6 +74,7 @@ def update_step(
     *,
     max_tokens: int = 192,
     temperature: float = 0.0,
+    limits: PromptLimits = DEFAULT_LIMITS,
 ) -> int:
     """Update the summary and tags of every entity mentioned by the step's episodes (one per group;
     one ``generate`` for all), write them, mark the episodes done and the entities stale, in one
@@ -87,7 +89,7 @@ def update_step(
                 raise RuntimeError(
                     f"episode {it.episode.id} mentions entity {eid} unknown to group {it.group_id}")
             renders.append(ENTITY_ATTRIBUTES_UPDATE.render(e.name, e.summary, e.tags, it.episode, it.previous,
-                                                           it.facts.get(eid, ())))
+                                                           it.facts.get(eid, ()), limits))
             jobs.append((it, e))
     replies = run_prompt(llm, ENTITY_ATTRIBUTES_UPDATE, renders, stats, max_tokens=max_tokens,
                          temperature=temperature)

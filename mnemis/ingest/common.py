@@ -79,13 +79,18 @@ def run_prompt(
     *,
     max_tokens: int,
     temperature: float = 0.0,
+    schemas: Sequence[type[BaseModel]] | None = None,
 ) -> list[BaseModel | None]:
-    """One batched ``generate`` for ``renders``; parsed replies (None for failed items, counted)."""
+    """One batched ``generate`` for ``renders``; parsed replies (None for failed items, counted).
+    ``schemas[i]``: the reply schema of request i (bounds from its rendered lists); default ``prompt.schema``."""
     if not renders:
         return []
+    if schemas is not None and len(schemas) != len(renders):
+        raise ValueError(f"{len(schemas)} schemas for {len(renders)} requests")
     sampling = Sampling(temperature=temperature, max_tokens=max_tokens)
-    reqs = [LLMRequest(messages=m, schema=prompt.schema, sampling=sampling, stage=prompt.stage)
-            for m in renders]
+    reqs = [LLMRequest(messages=m, schema=prompt.schema if schemas is None else schemas[i], sampling=sampling,
+                       stage=prompt.stage)
+            for i, m in enumerate(renders)]
     t0 = time.perf_counter()
     results: list[LLMResult] = llm.generate(reqs)
     log.debug("%s: %d requests in %.1f s", prompt.stage, len(reqs), time.perf_counter() - t0)

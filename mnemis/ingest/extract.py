@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mnemis.ingest.common import clean_name, message_text, parse_when, relation_name, run_prompt
-from mnemis.prompts.extract_entities import EXTRACT_ENTITIES, REFLECT_ENTITIES
-from mnemis.prompts.extract_facts import EXTRACT_FACTS, REFLECT_FACTS
+from mnemis.prompts.extract_entities import EXTRACT_ENTITIES, REFLECT_ENTITIES, entities_schema
+from mnemis.prompts.extract_facts import EXTRACT_FACTS, REFLECT_FACTS, facts_schema
+from mnemis.prompts.limits import DEFAULT_LIMITS, PromptLimits
 from mnemis.types import Episode, normalize_name
 
 
@@ -110,9 +111,11 @@ def extract_episodes(
     fact_reflection_rounds: int = 1,
     max_tokens: Mapping[str, int],
     temperature: float = 0.0,
+    limits: PromptLimits = DEFAULT_LIMITS,
 ) -> dict[str, EpisodeExtraction]:
     """Extract names and facts of ``episodes`` (any groups). ``previous[episode.id]`` = the context
-    messages, oldest first. Episodes with empty text get an empty extraction and no LLM call."""
+    messages, oldest first. Episodes with empty text get an empty extraction and no LLM call.
+    ``limits``: what the prompts show and how many names / facts a reply may hold."""
     out = {e.id: EpisodeExtraction() for e in episodes}
     live = [e for e in episodes if message_text(e)]
     stats["episodes.empty_text"] += len(episodes) - len(live)
@@ -124,8 +127,14 @@ def extract_episodes(
     def ctx(e: Episode) -> Sequence[Episode]:
         return previous.get(e.id, ())
 
-    replies = run_prompt(llm, EXTRACT_ENTITIES, [EXTRACT_ENTITIES.render(e, ctx(e)) for e in live], stats,
-                         max_tokens=max_tokens["extract_entities"], **kw)
+    def names_schemas(eps: Sequence[Episode]) -> list:
+        return [entities_schema(e, limits) for e in eps]
+
+    def facts_schemas(eps: Sequence[Episode]) -> list:
+        return [facts_schema(len(out[e.id].names), limits) for e in eps]
+
+    replies = run_prompt(llm, EXTRACT_ENTITIES, [EXTRACT_ENTITIES.render(e, ctx(e), limits) for e in live], stats,
+                         max_tokens=max_tokens["extract_entities"], schemas=names_schemas(live), **kw)
     for e, rep in zip(live, replies):
         if rep is not None:
             _add_names(out[e.id].names, rep.names, stats)  # type: ignore[attr-defined]
@@ -133,9 +142,9 @@ def extract_episodes(
     for _ in range(entity_reflection_rounds):
         if not todo:
             break
-        renders = [REFLECT_ENTITIES.render(e, ctx(e), out[e.id].names) for e in todo]
+        renders = [REFLECT_ENTITIES.render(e, ctx(e), out[e.id].names, limits) for e in todo]
         replies = run_prompt(llm, REFLECT_ENTITIES, renders, stats,
-                             max_tokens=max_tokens["reflect_entities"], **kw)
+                             max_tokens=max_tokens["reflect_entities"], schemas=names_schemas(todo), **kw)
         nxt = []
         for e, rep in zip(todo, replies):
             if rep is not None and _add_names(out[e.id].names, rep.names, stats):  # type: ignore[union-attr]
@@ -144,17 +153,19 @@ def extract_episodes(
         todo = nxt
 
     todo = [e for e in live if len(out[e.id].names) >= 2]
-    renders = [EXTRACT_FACTS.render(e, ctx(e), out[e.id].names) for e in todo]
-    replies = run_prompt(llm, EXTRACT_FACTS, renders, stats, max_tokens=max_tokens["extract_facts"], **kw)
+    renders = [EXTRACT_FACTS.render(e, ctx(e), out[e.id].names, limits) for e in todo]
+    replies = run_prompt(llm, EXTRACT_FACTS, renders, stats, max_tokens=max_tokens["extract_facts"],
+                         schemas=facts_schemas(todo), **kw)
     for e, rep in zip(todo, replies):
         if rep is not None:
             _add_facts(out[e.id], rep.facts, stats)  # type: ignore[attr-defined]
     for _ in range(fact_reflection_rounds):
         if not todo:
             break
-        renders = [REFLECT_FACTS.render(e, ctx(e), out[e.id].names, [f.fact for f in out[e.id].facts])
+        renders = [REFLECT_FACTS.render(e, ctx(e), out[e.id].names, [f.fact for f in out[e.id].facts], limits)
                    for e in todo]
-        replies = run_prompt(llm, REFLECT_FACTS, renders, stats, max_tokens=max_tokens["reflect_facts"], **kw)
+        replies = run_prompt(llm, REFLECT_FACTS, renders, stats, max_tokens=max_tokens["reflect_facts"],
+                             schemas=facts_schemas(todo), **kw)
         nxt = []
         for e, rep in zip(todo, replies):
             if rep is not None and _add_facts(out[e.id], rep.facts, stats):  # type: ignore[attr-defined]

@@ -23,15 +23,19 @@ import numpy as np
 from mnemis.ingest.common import bump_stats, round_robin, run_prompt
 from mnemis.ingest.extract import EpisodeExtraction
 from mnemis.models.protocols import Embedder
-from mnemis.prompts.dedup_facts import DEDUP_FACTS
+from mnemis.prompts.dedup_facts import DEDUP_FACTS, decisions_schema
+from mnemis.prompts.limits import DEFAULT_LIMITS, PromptLimits
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Episode, Fact, fact_id, normalize_name
 
+DATE_FORMATS = {"day": "%Y-%m-%d", "datetime": "%Y-%m-%dT%H:%M:%S"}
 
-def render_fact(f: Fact) -> str:
-    """A fact with its validity period, as the dedup prompt shows it."""
-    start = f.valid_at.strftime("%Y-%m-%d") if f.valid_at else "?"
-    end = f.invalid_at.strftime("%Y-%m-%d") if f.invalid_at else "now"
+
+def render_fact(f: Fact, dates: str = "day") -> str:
+    """A fact with its validity period, as the dedup prompt shows it (``dates``: day | datetime)."""
+    fmt = DATE_FORMATS[dates]
+    start = f.valid_at.strftime(fmt) if f.valid_at else "?"
+    end = f.invalid_at.strftime(fmt) if f.invalid_at else "now"
     return f"{f.fact} ({start} - {end})"
 
 
@@ -157,6 +161,7 @@ def dedup_step(
     max_tokens: int = 192,
     temperature: float = 0.0,
     per_item: bool = True,
+    limits: PromptLimits = DEFAULT_LIMITS,
 ) -> list[FactsOutcome]:
     """Resolve the facts of one episode per group (``items`` must hold distinct groups).
 
@@ -166,7 +171,7 @@ def dedup_step(
     flat = [f.fact for facts in built for f in facts]
     vecs = embedder.encode(flat) if flat else np.zeros((0, embedder.dim), dtype=np.float32)
     outcomes = [FactsOutcome(state.group_id, ep.id) for state, ep, _, _ in items]
-    requests, asks = [], []
+    requests, schemas, asks = [], [], []
     row = 0
     for i, ((state, ep, _, _), facts) in enumerate(zip(items, built)):
         ask, cand_lists = [], []
@@ -190,11 +195,13 @@ def dedup_step(
                 outcomes[i].new_vecs.append(vec)
         if ask:
             union = round_robin(cand_lists, None if per_item else max_candidates)
-            shown = [render_fact(outcomes[i].updated.get(c, state.facts[c])) for c in union]
-            day = ep.valid_at.strftime("%Y-%m-%d")
-            requests.append(DEDUP_FACTS.render(day, [f.fact for f, _ in ask], shown))
+            shown = [render_fact(outcomes[i].updated.get(c, state.facts[c]), limits.fact_dates) for c in union]
+            stated = ep.valid_at.strftime(DATE_FORMATS[limits.fact_dates])
+            requests.append(DEDUP_FACTS.render(stated, [f.fact for f, _ in ask], shown))
+            schemas.append(decisions_schema(len(ask), len(union)))
             asks.append((i, ask, union))
-    replies = run_prompt(llm, DEDUP_FACTS, requests, stats, max_tokens=max_tokens, temperature=temperature)
+    replies = run_prompt(llm, DEDUP_FACTS, requests, stats, max_tokens=max_tokens, temperature=temperature,
+                         schemas=schemas)
     for (i, ask, union), rep in zip(asks, replies):
         state, ep, _, _ = items[i]
         decided: dict[int, Any] = {}

@@ -51,6 +51,7 @@ from mnemis.ingest.facts import GroupFacts, commit_facts, dedup_step, render_fac
 from mnemis.ingest.resolve import GroupEntities, commit_resolution, resolve_step
 from mnemis.models.llm.chunks import chunk_size, chunked
 from mnemis.models.protocols import Embedder
+from mnemis.prompts.limits import PromptLimits
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Episode
 
@@ -85,6 +86,8 @@ class BaseGraphBuilder:
         temperature: sampling temperature of every call (0 = reproducible with the cache).
         embed_kinds: embedding kinds written at the end (() to skip).
         show_progress: tqdm bars (None = only on a TTY).
+        prompt_limits: what the base-graph prompts show and how many names / facts a reply may hold
+            (:class:`mnemis.prompts.limits.PromptLimits`; ``mode=paper`` lifts every limit).
     """
 
     def __init__(
@@ -109,6 +112,7 @@ class BaseGraphBuilder:
         temperature: float = 0.0,
         embed_kinds: Sequence[str] = EMBED_KINDS,
         show_progress: bool | None = None,
+        prompt_limits: PromptLimits | Mapping[str, Any] | None = None,
     ) -> None:
         if context_window < 0 or entity_reflection_rounds < 0 or fact_reflection_rounds < 0:
             raise ValueError("context_window and reflection rounds must be >= 0")
@@ -138,6 +142,8 @@ class BaseGraphBuilder:
         self.temperature = temperature
         self.embed_kinds = tuple(embed_kinds)
         self.show_progress = show_progress
+        self.limits = prompt_limits if isinstance(prompt_limits, PromptLimits) else \
+            PromptLimits.model_validate(dict(prompt_limits or {}))
 
     # ------------------------------------------------------------------ public
     def ingest(self, episodes: Sequence[Episode]) -> BuildStats:
@@ -210,7 +216,7 @@ class BaseGraphBuilder:
                 chunk, previous, self.llm, delta,
                 entity_reflection_rounds=self.entity_reflection_rounds,
                 fact_reflection_rounds=self.fact_reflection_rounds,
-                max_tokens=self.max_tokens, temperature=self.temperature,
+                max_tokens=self.max_tokens, temperature=self.temperature, limits=self.limits,
             )
             with self.store.transaction():
                 for e in chunk:
@@ -251,7 +257,7 @@ class BaseGraphBuilder:
                 outcomes = resolve_step(
                     todo, self.llm, self.embedder, delta, max_candidates=self.max_candidates,
                     min_similarity=self.min_name_similarity, max_tokens=self.max_tokens["resolve_entities"],
-                    temperature=self.temperature, per_item=self.per_item_candidates,
+                    temperature=self.temperature, per_item=self.per_item_candidates, limits=self.limits,
                 )
                 commit_resolution(self.store, entities, outcomes, delta)
                 counters.update(delta)
@@ -262,7 +268,7 @@ class BaseGraphBuilder:
                 outcomes = dedup_step(
                     todo, self.llm, self.embedder, delta, max_candidates=self.max_candidates,
                     min_similarity=self.min_fact_similarity, max_tokens=self.max_tokens["dedup_facts"],
-                    temperature=self.temperature, per_item=self.per_item_candidates,
+                    temperature=self.temperature, per_item=self.per_item_candidates, limits=self.limits,
                 )
                 commit_facts(self.store, outcomes, delta)
                 counters.update(delta)
@@ -272,7 +278,8 @@ class BaseGraphBuilder:
                 if evidence:
                     delta = Counter()
                     update_step(self.store, evidence, self.llm, delta,
-                                max_tokens=self.max_tokens["entity_attributes"], temperature=self.temperature)
+                                max_tokens=self.max_tokens["entity_attributes"], temperature=self.temperature,
+                                limits=self.limits)
                     counters.update(delta)
 
     def _resolved(self, e: Episode) -> list[str | None]:
@@ -289,5 +296,5 @@ class BaseGraphBuilder:
         about: dict[str, list[str]] = {}
         for eid in ids:
             rows = [facts.facts[f] for f in facts.by_entity.get(eid, [])]
-            about[eid] = [render_fact(f) for f in rows if e.id in f.episode_ids]
+            about[eid] = [render_fact(f, self.limits.fact_dates) for f in rows if e.id in f.episode_ids]
         return EpisodeEvidence(ents.group_id, ents.entities, e, previous, ids, about)

@@ -32,7 +32,8 @@ from mnemis.ingest.common import (
 )
 from mnemis.ingest.extract import EpisodeExtraction
 from mnemis.models.protocols import Embedder
-from mnemis.prompts.resolve_entities import RESOLVE_ENTITIES
+from mnemis.prompts.limits import DEFAULT_LIMITS, PromptLimits
+from mnemis.prompts.resolve_entities import RESOLVE_ENTITIES, resolutions_schema
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Entity, Episode, Mention, entity_id, normalize_name
 
@@ -119,6 +120,7 @@ def resolve_step(
     max_tokens: int = 128,
     temperature: float = 0.0,
     per_item: bool = True,
+    limits: PromptLimits = DEFAULT_LIMITS,
 ) -> list[ResolveOutcome]:
     """Resolve the names of one episode per group (``items`` must hold distinct groups).
 
@@ -149,7 +151,7 @@ def resolve_step(
 
     flat = [name for todo in queued for _, name in todo]
     vecs = embedder.encode(flat) if flat else np.zeros((0, embedder.dim), dtype=np.float32)
-    requests, asks = [], []  # asks[r] = (item index, [(name index, name, vec)], candidate ids)
+    requests, schemas, asks = [], [], []  # asks[r] = (item index, [(name index, name, vec)], candidate ids)
     row = 0
     for i, ((state, ep, ext), todo) in enumerate(zip(items, queued)):
         ask, cand_lists = [], []
@@ -166,10 +168,11 @@ def resolve_step(
         if ask:
             union = round_robin(cand_lists, None if per_item else max_candidates)
             shown = [(state.entities[c].name, state.entities[c].summary) for c in union]
-            requests.append(RESOLVE_ENTITIES.render(ep.content, [n for _, n, _ in ask], shown))
+            requests.append(RESOLVE_ENTITIES.render(ep.content, [n for _, n, _ in ask], shown, limits))
+            schemas.append(resolutions_schema(len(ask), len(union)))
             asks.append((i, ask, union))
     replies = run_prompt(llm, RESOLVE_ENTITIES, requests, stats, max_tokens=max_tokens,
-                         temperature=temperature)
+                         temperature=temperature, schemas=schemas)
     for (i, ask, union), rep in zip(asks, replies):
         state, ep, _ = items[i]
         decided: dict[int, int] = {}

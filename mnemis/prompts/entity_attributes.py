@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from mnemis.prompts.base import Prompt, system, user
 from mnemis.prompts.extract_entities import context_block, short
+from mnemis.prompts.limits import DEFAULT_LIMITS, PromptLimits
 from mnemis.types import Episode
 
 MAX_TAGS = 5
@@ -86,11 +87,12 @@ def render_entity_update(
     episode: Episode,
     previous: Sequence[Episode],
     facts: Sequence[str],
+    limits: PromptLimits = DEFAULT_LIMITS,
 ) -> list[dict[str, str]]:
     """Messages updating ``name``'s ``summary`` and ``tags`` with what ``episode`` (after its earlier
     messages ``previous``, shown as context) and its ``facts`` about the entity add. The messages come
     first, so the requests for the entities of one episode share their prefix (prefix caching)."""
-    parts = [context_block(episode, previous), f"Entity: {name}", f"Current summary: {summary or '(none yet)'}"]
+    parts = [context_block(episode, previous, limits), f"Entity: {name}", f"Current summary: {summary or '(none yet)'}"]
     if tags:
         parts.append(f"Current tags: {', '.join(tags)}")
     if facts:

@@ -7,11 +7,13 @@ entities of the same group found by name embedding and BM25. One decision per ne
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from mnemis.prompts.base import Prompt, system, user
-from mnemis.prompts.extract_entities import short
+from mnemis.prompts.limits import DEFAULT_LIMITS, PromptLimits, cut_words
 
 RESOLVE_SYSTEM = (
     "You merge duplicate entities in a knowledge graph memory. A new name matches a known entity only if "
@@ -20,7 +22,8 @@ RESOLVE_SYSTEM = (
 )
 
 
-# decoding bounds only (validation stays lax; the stage counts out-of-range numbers)
+# decoding bounds only (validation stays lax; the stage counts out-of-range numbers); a request's own schema
+# (resolutions_schema) bounds every number by the list it shows
 NEW, MATCH = {"minimum": 0, "maximum": 99}, {"minimum": -1, "maximum": 99}
 
 
@@ -36,17 +39,35 @@ class Resolutions(BaseModel):
     decisions: list[Resolution] = Field(default_factory=list, json_schema_extra={"maxItems": 16})
 
 
+@lru_cache(maxsize=1024)
+def resolutions_schema(n_new: int, n_known: int) -> type[Resolutions]:
+    """``Resolutions`` whose decoding schema bounds every number by the lists a request shows: ``new`` by
+    the ``n_new`` new names, ``match`` by the ``n_known`` known entities (or -1), one decision per name."""
+
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        schema = Resolutions.model_json_schema(*args, **kwargs)
+        item = schema["$defs"]["Resolution"]["properties"]
+        item["new"] = {**item["new"], "minimum": 0, "maximum": max(0, n_new - 1)}
+        item["match"] = {**item["match"], "minimum": -1, "maximum": n_known - 1}
+        schema["properties"]["decisions"]["maxItems"] = max(1, n_new)
+        return schema
+
+    return type(f"Resolutions{n_new}_{n_known}", (Resolutions,),
+                {"model_json_schema": classmethod(model_json_schema), "__module__": __name__})
+
+
 def render_resolve_entities(
-    message: str, new_names: Sequence[str], candidates: Sequence[tuple[str, str]]
+    message: str, new_names: Sequence[str], candidates: Sequence[tuple[str, str]],
+    limits: PromptLimits = DEFAULT_LIMITS,
 ) -> list[dict[str, str]]:
     """Messages deciding ``new_names`` (from ``message``) against ``candidates`` = (name, summary) pairs."""
     known = "\n".join(
-        f"{i}. {name}" + (f" - {short(summary, 15)}" if summary else "")
+        f"{i}. {name}" + (f" - {cut_words(summary, limits.summary_words)}" if summary else "")
         for i, (name, summary) in enumerate(candidates)
     )
     new = "\n".join(f"{i}. {n}" for i, n in enumerate(new_names))
     body = (
-        f"Message: {short(message, 60)}\nKnown entities:\n{known}\nNew names:\n{new}\n"
+        f"Message: {cut_words(message, limits.message_words)}\nKnown entities:\n{known}\nNew names:\n{new}\n"
         "Task: for each new name give the number of the known entity it is the same as, or -1."
     )
     return [system(RESOLVE_SYSTEM), user(body)]

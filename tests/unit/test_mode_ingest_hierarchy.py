@@ -16,10 +16,13 @@ PAPER_VALUES = {
     ("hierarchy", "sequential_batches"): True,
     ("hierarchy", "existing_descriptions"): True,
     ("hierarchy", "max_existing"): None,
+    ("hierarchy", "prompt"): "paper",
+    ("hierarchy", "layer_rule"): "no_growth",
 }
 DEFAULT_VALUES = {**PAPER_VALUES, ("ingest", "attribute_refresh"): "end",
                   ("hierarchy", "sequential_batches"): False, ("hierarchy", "existing_descriptions"): False,
-                  ("hierarchy", "max_existing"): 60}
+                  ("hierarchy", "max_existing"): 60, ("hierarchy", "prompt"): "ours",
+                  ("hierarchy", "layer_rule"): "shrink"}
 
 
 def _values(cfg):
@@ -48,6 +51,8 @@ ABLATIONS = {  # the override that puts each remaining default back into a paper
     "hierarchy.existing_descriptions=false": (("hierarchy", "existing_descriptions"), False),
     "hierarchy.max_existing=60": (("hierarchy", "max_existing"), 60),
     "ingest.per_item_candidates=false": (("ingest", "per_item_candidates"), False),
+    "hierarchy.prompt=ours": (("hierarchy", "prompt"), "ours"),
+    "hierarchy.layer_rule=shrink": (("hierarchy", "layer_rule"), "shrink"),
 }
 
 

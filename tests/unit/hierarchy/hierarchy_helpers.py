@@ -13,14 +13,14 @@ from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.types import Entity, entity_id
 
 _LINE = re.compile(r"^(\d+)\. (.*?) \[(.*)\]$")
-_LAYER = re.compile(r"^Layer (\d+):", re.MULTILINE)
+_LAYER = re.compile(r"^(?:Layer|You are building layer) (\d+):", re.MULTILINE)  # our prompt | paper prompt
 _CATEGORY = re.compile(r'^Category: "(.*)" \(layer (\d+)')
 
 
 def prompt_nodes(req: LLMRequest) -> list[str]:
     """Node names of a categorize request, in index order (index = position + 1)."""
     text = req.messages[-1]["content"]
-    body = text.split("Nodes:\n", 1)[1].split("\n\n", 1)[0]
+    body = text.split("Nodes\n" if "# Nodes\n" in text else "Nodes:\n", 1)[1].split("\n\n", 1)[0]
     return [_LINE.match(line).group(2) for line in body.splitlines()]
 
 
@@ -33,7 +33,7 @@ def prompt_existing(req: LLMRequest) -> list[str]:
     if "Existing categories" not in text:
         return []
     body = text.split("Existing categories", 1)[1].split("\n", 1)[1].split("\n\n", 1)[0]
-    return [line[2:].split(" [", 1)[0] for line in body.splitlines()]
+    return [line[2:].split(" [", 1)[0].split(": e.g.", 1)[0] for line in body.splitlines() if line.startswith("- ")]
 
 
 def described(req: LLMRequest) -> tuple[str, int]:

@@ -108,10 +108,14 @@ def test_promote_creates_single_child_or_reattaches_by_name():
 
 
 @pytest.mark.parametrize(
-    ("layer", "new", "lower", "ok"), [(1, 9, 9, True), (2, 4, 5, True), (2, 5, 5, False), (3, 6, 5, False)]
+    ("layer", "new", "lower", "ok", "paper"),
+    [(1, 9, 9, True, True), (2, 4, 5, True, True), (2, 5, 5, False, True), (3, 6, 5, False, False)],
 )
-def test_layer_shrinks(layer, new, lower, ok):
-    assert layer_shrinks(layer, new, lower) is ok
+def test_layer_shrinks(layer, new, lower, ok, paper):
+    assert layer_shrinks(layer, new, lower) is ok  # ours: strictly smaller
+    assert layer_shrinks(layer, new, lower, "no_growth") is paper  # the paper: no more nodes than below
+    with pytest.raises(ValueError, match="layer rule"):
+        layer_shrinks(layer, new, lower, "smaller")
 
 
 @given(st.lists(st.text(min_size=1, max_size=3), max_size=60), st.integers(1, 12))

@@ -125,3 +125,59 @@ def test_killed_build_resumes_per_layer_without_asking_again(tmp_path):
         assert 1 in {prompt_layer(r) for r in backend.requests if r.stage == STAGE_CATEGORIZE}  # from scratch
         rounds = [b for b in backend.batches if b[0].stage == STAGE_CATEGORIZE]
         assert rounds and all(len(b) == 1 for b in rounds)  # only group "a" (b is unchanged and finished)
+
+
+# --------------------------------------------------------------------------- the paper prompt's scaffolding
+def test_paper_prompt_carries_examples_guidance_tags_and_the_previous_layer():
+    from mnemis.prompts.categorize import NodeView
+    from mnemis.prompts.categorize_paper import CATEGORIZE_PAPER
+
+    msgs = CATEGORIZE_PAPER.render([NodeView("Pets", ("animal",)), NodeView("Trees", ("plant",))], 3,
+                                   existing=[NodeView("Nature", ("outdoors",), ("Parks",))],
+                                   previous=[NodeView("Pets", (), ("Dog", "Cat"))])
+    system, user = msgs[0]["content"], msgs[1]["content"]
+    for layer in (1, 2, 3, 4):  # worked examples of every layer
+        assert f"Layer {layer}," in system
+    assert "tags are a short list" in system and '"and"' in system and "Speaker" in system
+    assert "You are building layer 3:" in user and "layer 2" in user
+    assert "How some of the layer-2 categories were formed:\n- 'Dog', 'Cat' -> 'Pets'" in user
+    assert "- Nature [outdoors]: e.g. Parks" in user and "1. Pets [animal]" in user
+    first = CATEGORIZE_PAPER.render([NodeView("Dog", ())], 1)[1]["content"]
+    assert "You are building layer 1:" in first and "How some of" not in first  # nothing below layer 1
+
+
+def test_paper_prompt_build_shows_how_the_layer_below_was_grouped():
+    llm, backend = scripted(by_map({1: LAYER1, 2: LAYER2, 3: LAYER3}))
+    built = build_hierarchies({"a": make_entities("a", SPEC, speakers=["Ann"])}, llm,
+                              HierarchyConfig(max_layers=3, prompt="paper", layer_rule="no_growth"))
+    sizes = [sum(c.layer == i for c in built["a"].categories) for i in (1, 2, 3)]
+    assert sizes == [4, 2, 1]
+    reqs = [r for b in backend.batches for r in b if r.stage == STAGE_CATEGORIZE]
+    assert [prompt_layer(r) for r in reqs] == [1, 2, 3]
+    assert "You are building layer 2" in reqs[1].messages[-1]["content"]
+    assert "'Dog', 'Cat', 'Hamster' -> 'Pets'" in reqs[1].messages[-1]["content"]
+    assert "# Existing categories" in reqs[0].messages[-1]["content"]
+
+
+@pytest.mark.parametrize(("rule", "layers", "stop"), [("shrink", 1, "no_shrink"), ("no_growth", 2, "max_layers")])
+def test_a_layer_as_large_as_the_one_below_is_kept_under_the_paper_rule(rule, layers, stop):
+    # layer 2 puts the 3 layer-1 categories into 3 categories, one of them joining two: same size, a merge
+    spec = {"Dog": ["pet"], "Cat": ["pet"], "Oak": ["tree"], "Elm": ["tree"], "Sun": ["star"], "Sky": ["star"]}
+    layer1 = {"Dog": ["Pets"], "Cat": ["Pets"], "Oak": ["Trees"], "Elm": ["Trees"], "Sun": ["Space"],
+              "Sky": ["Space"]}
+    layer2 = {"Pets": ["Animals", "Nature"], "Trees": ["Nature", "Plants"], "Space": ["Plants", "Animals"]}
+    llm, _ = scripted(by_map({1: layer1, 2: layer2}))
+    built = build_hierarchies({"a": make_entities("a", spec)}, llm,
+                              HierarchyConfig(max_layers=2, layer_rule=rule))["a"]
+    assert max(c.layer for c in built.categories) == layers
+    assert built.metrics.stop_reason == stop
+
+
+def test_a_same_size_layer_that_merged_nothing_ends_the_build():
+    spec = {"Dog": ["pet"], "Cat": ["pet"], "Oak": ["tree"], "Elm": ["tree"]}
+    layer1 = {"Dog": ["Pets"], "Cat": ["Pets"], "Oak": ["Trees"], "Elm": ["Trees"]}
+    layer2 = {"Pets": ["Animals"], "Trees": ["Plants"]}  # a one-to-one renaming
+    llm, _ = scripted(by_map({1: layer1, 2: layer2}))
+    built = build_hierarchies({"a": make_entities("a", spec)}, llm,
+                              HierarchyConfig(max_layers=4, layer_rule="no_growth", min_children=1))["a"]
+    assert max(c.layer for c in built.categories) == 1 and built.metrics.stop_reason == "no_merge"
