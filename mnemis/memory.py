@@ -14,6 +14,14 @@ methods, so there is one composition path)::
 Every method takes a batch: all messages of one ``add`` go through extraction as one batch per stage,
 and all questions of one ``search``/``answer`` through one batched retrieval and one answer batch.
 
+One memory file is safe to share between processes: every write (``add``, ``add_episodes``, ``organize``,
+``recover``...) holds the file's writer lock (``<file>.lock``) from start to end, so a second writer waits
+(``store.lock_timeout_s``, then :class:`~mnemis.store.lock.StoreBusy` naming the pid that holds it); readers
+(``search``, ``answer``) never wait. Messages have stable ids (:mod:`mnemis.messages`), so an ``add`` killed
+half way can be repeated: each message is stored once, and the repeat (or :meth:`Memory.recover`) finishes
+the extraction, resolution and summaries the killed call left undone. Times follow one rule
+(:mod:`mnemis.times`): aware, in ``store.time_zone`` (UTC by default).
+
 ``organize()`` rebuilds the hierarchy of every group whose entities changed since the last build, from
 scratch (the paper's method: the hierarchy is built once over the whole entity set); groups whose
 entities did not change keep theirs without an LLM call. An incremental re-categorisation would give a
@@ -24,54 +32,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
-
 from mnemis.components import Models
 from mnemis.config import build, compose, config_hash, drop_fields, to_plain
+from mnemis.messages import Message, check_group, parse_messages, source_ids
 from mnemis.store import GraphStore
+from mnemis.store.lock import WriterLock
+from mnemis.times import in_zone, zone
 from mnemis.types import Episode, Question
 
 log = logging.getLogger(__name__)
 
+__all__ = ["Memory", "Message", "default_path"]
+
 ROUTES = ("both", "system1", "system2")
 # the config sections that decide what a memory holds (a library memory's default file is addressed by them)
 MEMORY_KEYS = ("llm", "embedder", "ingest", "hierarchy")
-
-
-class Message(BaseModel):
-    """One message to remember. ``time`` defaults to now (UTC); ``session`` to the group's last one.
-    Stored as the episode text ``"<speaker>: <text>"``, as the benchmark loaders store a turn."""
-
-    model_config = {"extra": "forbid"}
-
-    speaker: str = Field(min_length=1)
-    text: str = Field(min_length=1)
-    time: datetime | None = None
-    session: int | None = Field(None, ge=0)
-
-
-def _message(item: Any, where: str) -> Message:
-    if isinstance(item, Message):
-        return item
-    if not isinstance(item, Mapping):
-        raise TypeError(f"{where}: expected a dict with speaker, text (and optional time, session), "
-                         f"got {type(item).__name__}")
-    item = dict(item)
-    if "content" in item and "text" not in item:  # the Episode / chat-message spelling: "<speaker>: <text>"
-        content, speaker = item.pop("content"), item.get("speaker")
-        if isinstance(content, str) and isinstance(speaker, str) and content.startswith(f"{speaker}: "):
-            content = content[len(speaker) + 2:]
-        item["text"] = content
-    try:
-        return Message.model_validate(item)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(x) for x in first["loc"]) or "message"
-        raise ValueError(f"{where}.{field}: {first['msg']}") from None
+QUEUED = "memory.queued"  # progress stage: episodes an ``add`` stored for extraction (found by ``recover``)
+_CONFIG = object()  # "take it from the config"
 
 
 def default_path(plain: Mapping[str, Any]) -> Path:
@@ -91,12 +72,21 @@ class Memory:
         models: the models to use (default: built from ``cfg`` on first use, shared in the process).
         plain: ``cfg`` as plain values, when the caller has it already.
         store: an open store to work on (the caller closes it); else ``path`` is opened.
+        time_zone: zone of stored message times (default ``store.time_zone``, UTC): naive inputs are read in
+            it, aware ones converted to it.
+        lock_timeout: seconds a write waits for another process's writer lock (default
+            ``store.lock_timeout_s``; None: no limit).
     """
 
     def __init__(self, cfg: Any, *, path: str | Path | None = None, models: Models | None = None,
-                 plain: dict[str, Any] | None = None, store: GraphStore | None = None) -> None:
+                 plain: dict[str, Any] | None = None, store: GraphStore | None = None,
+                 time_zone: str | tzinfo | None | object = _CONFIG, lock_timeout: float | None | object = _CONFIG,
+                 ) -> None:
         self.cfg = cfg
         self.plain = plain if plain is not None else to_plain(cfg)
+        settings = self.plain.get("store") or {}
+        self.time_zone = zone(settings.get("time_zone") if time_zone is _CONFIG else time_zone)
+        timeout = settings.get("lock_timeout_s", 600) if lock_timeout is _CONFIG else lock_timeout
         self.models = models or Models(cfg, self.plain)
         self._owns_store = store is None
         if store is None:
@@ -106,23 +96,31 @@ class Memory:
         else:
             self.path = Path(store.path)
         self.store = store
+        self._writing = WriterLock(Path(f"{self.path}.lock"), timeout=timeout, what=str(self.path))
+        if self._owns_store:
+            left = self.unfinished()
+            if left:
+                log.warning("memory %s has %d half-processed message(s) in %s (a process stopped during add); "
+                            "Memory.recover() or repeating that add finishes them", self.path,
+                            sum(left.values()), sorted(left))
 
     @classmethod
-    def from_config(cls, overrides: Sequence[str] = (), *, path: str | Path | None = None) -> Memory:
+    def from_config(cls, overrides: Sequence[str] = (), *, path: str | Path | None = None, **options: Any) -> Memory:
         """Compose ``conf/`` with Hydra-style ``overrides`` (e.g. ``["experiment=quickstart"]``); the models
-        are built from it on first use."""
-        return cls(compose(list(overrides)), path=path)
+        are built from it on first use. ``options``: ``time_zone``, ``lock_timeout``."""
+        return cls(compose(list(overrides)), path=path, **options)
 
     @classmethod
     def from_models(cls, llm: Any, embedder: Any, reranker: Any = None, *, overrides: Sequence[str] = (),
-                    path: str | Path | None = None, selector_llm: Any = None, answer_llm: Any = None) -> Memory:
+                    path: str | Path | None = None, selector_llm: Any = None, answer_llm: Any = None,
+                    **options: Any) -> Memory:
         """Use model objects you built (an ``mnemis.models.llm.client.LLM``, an embedder with ``encode``,
         a reranker with ``score``); every other setting comes from ``conf/`` with ``overrides``."""
         from mnemis.components import GivenModels
 
         cfg = compose(list(overrides))
         models = GivenModels(llm, embedder, reranker, selector_llm=selector_llm, answer_llm=answer_llm)
-        return cls(cfg, path=path, models=models)  # type: ignore[arg-type]
+        return cls(cfg, path=path, models=models, **options)  # type: ignore[arg-type]
 
     def ledger(self) -> Any:
         """Tokens and calls per LLM stage so far (every LLM of this memory, shared engines counted once)."""
@@ -150,48 +148,113 @@ class Memory:
         """Append ``messages`` (in order) to ``group`` and extract them into the base graph, as one batch.
 
         Each message is a :class:`Message` or a dict with ``speaker``, ``text`` (or ``content``) and
-        optional ``time`` (datetime or ISO string) and ``session``. A bad item raises ``ValueError``
-        naming it (``messages[3].speaker: ...``) before anything is stored. Returns the build stats.
+        optional ``time`` (datetime or ISO string), ``session`` and ``id``. A bad argument raises
+        ``TypeError`` / ``ValueError`` naming it (``messages[3].speaker: ...``) before anything is stored.
+        Messages already stored (a repeated ``add``: same ids, or the same batch) are not stored again, and
+        whatever a killed earlier call left unfinished in ``group`` is finished. Returns the build stats
+        (``counters["add.new"]``, ``counters["add.repeated"]``).
         """
-        if not isinstance(group, str) or not group:
-            raise ValueError(f"group: expected a non-empty string, got {group!r}")
-        if isinstance(messages, (str, bytes, Mapping)):
-            raise TypeError("messages: expected a list of messages")
-        parsed = [_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
-        return self.add_episodes(self._episodes(group, parsed))
+        check_group(group)
+        parsed = parse_messages(messages)
+        with self._writing():
+            new, repeated = self._episodes(group, parsed)
+            if new:  # stored and queued together: a kill from here on leaves them for recover()
+                with self.store.transaction():
+                    self.store.upsert_episodes(new)
+                    self.store.mark_done(QUEUED, group, [e.id for e in new])
+            left = self.store.progress_episodes((QUEUED, "extract"), unfinished=self._stages(),
+                                                group_id=group).get(group, [])
+            have = {e.id for e in new + repeated}
+            stats = self.add_episodes(new + repeated + self.store.episodes(group, [i for i in left if i not in have]))
+        stats.counters["add.new"] += len(new)
+        stats.counters["add.repeated"] += len(repeated)
+        return stats
 
-    def _episodes(self, group: str, messages: Sequence[Message]) -> list[Episode]:
-        before = self.store.episodes(group)
-        pos = max((e.position for e in before), default=-1) + 1
-        session = max((e.session for e in before), default=1)
-        last = max((e.valid_at for e in before), default=None)
-        out = []
-        for i, m in enumerate(messages):
-            when = m.time or datetime.now(timezone.utc)
-            if last is not None and when.tzinfo is None and last.tzinfo is not None:
-                when = when.replace(tzinfo=last.tzinfo)
-            sess = m.session if m.session is not None else session
-            src = f"m{pos + i}"
-            out.append(Episode(group_id=group, id=Episode.make_id(group, src), source_id=src, name=f"message {pos + i}",
-                               speaker=m.speaker, content=f"{m.speaker}: {m.text}", valid_at=when, session=sess, turn=pos + i,
-                               position=pos + i))
-        return out
+    def _episodes(self, group: str, messages: Sequence[Message]) -> tuple[list[Episode], list[Episode]]:
+        """(episodes to store, episodes already stored) for ``messages``; called under the writer lock."""
+        ids = [Episode.make_id(group, s) for s in source_ids(group, messages)]
+        stored = {e.id: e for e in self.store.episodes(group, ids)}
+        last = self.store.last_episode(group)
+        pos = last.position + 1 if last is not None else 0
+        session = last.session if last is not None else 1
+        naive = last is not None and last.valid_at.tzinfo is None  # a group built from a benchmark stays naive
+        now = datetime.now(self.time_zone)
+        new, repeated = [], []
+        for i, (m, eid) in enumerate(zip(messages, ids)):
+            content = f"{m.speaker}: {m.text}"
+            if eid in stored:
+                old = stored[eid]
+                if old.content != content:
+                    raise ValueError(f"messages[{i}].id: {m.id!r} is already stored in group {group!r} with "
+                                     f"other content ({old.content[:80]!r}); a stored message is never replaced")
+                repeated.append(old)
+                continue
+            when = in_zone(m.time, self.time_zone) if m.time is not None else now
+            if naive:
+                when = when.replace(tzinfo=None)
+            src = eid[len(group) + 1:]
+            new.append(Episode(group_id=group, id=eid, source_id=src, name=f"message {pos}", speaker=m.speaker,
+                               content=content, valid_at=when,
+                               session=m.session if m.session is not None else session, turn=pos, position=pos))
+            pos += 1
+        return new, repeated
+
+    def _stages(self) -> tuple[str, ...]:
+        """The progress stages every extracted episode ends with (per the ingest settings)."""
+        from mnemis.ingest.attributes import EPISODE_STAGE
+
+        refresh = (self.plain.get("ingest") or {}).get("attribute_refresh", "end")
+        return ("extract", "resolve", "facts") + ((EPISODE_STAGE,) if refresh == "episode" else ())
+
+    def unfinished(self) -> dict[str, int]:
+        """Per group, messages stored for extraction whose extraction, resolution or summary is not done
+        (a process was killed during ``add``); :meth:`recover` finishes them."""
+        left = self.store.progress_episodes((QUEUED, "extract"), unfinished=self._stages())
+        return {g: len(ids) for g, ids in left.items()}
+
+    def recover(self, groups: Sequence[str] | None = None) -> Any:
+        """Finish what killed writes left undone in ``groups`` (default: every group with extracted or queued
+        messages): extraction, resolution, summaries and embeddings. Makes no LLM call on a memory with
+        nothing left to do. Returns the build stats."""
+        with self._writing():
+            started = self.store.progress_episodes((QUEUED, "extract"))
+            wanted = started if groups is None else {g: started.get(g, []) for g in groups}
+            episodes = [e for g, ids in wanted.items() for e in self.store.episodes(check_group(g), ids)]
+            return self.add_episodes(episodes)
 
     def add_episodes(self, episodes: Sequence[Episode]) -> Any:
-        """Extract ``episodes`` (any groups) into the base graph in one batch per stage; resumable."""
-        builder = build(self.cfg.ingest)(store=self.store, llm=self.models.llm, embedder=self.models.embedder)
-        return builder.ingest(list(episodes))
+        """Extract ``episodes`` (any groups) into the base graph in one batch per stage; resumable. A group's
+        times are all naive or all aware: an episode of the other kind is refused (``ValueError``)."""
+        episodes = list(episodes)
+        with self._writing():
+            self._check_time_kinds(episodes)
+            builder = build(self.cfg.ingest)(store=self.store, llm=self.models.llm, embedder=self.models.embedder)
+            return builder.ingest(episodes)
+
+    def _check_time_kinds(self, episodes: Sequence[Episode]) -> None:
+        kinds: dict[str, tuple[bool, str]] = {}
+        for e in episodes:
+            if e.group_id not in kinds:
+                last = self.store.last_episode(e.group_id)
+                ref = last or e
+                kinds[e.group_id] = (ref.valid_at.tzinfo is None, ref.id)
+            naive, ref_id = kinds[e.group_id]
+            if (e.valid_at.tzinfo is None) != naive:
+                raise ValueError(f"episode {e.id}: its time {e.valid_at.isoformat()} is "
+                                 f"{'aware' if naive else 'naive'} but group {e.group_id!r} holds "
+                                 f"{'naive' if naive else 'aware'} times ({ref_id}); give all one kind")
 
     def store_episodes(self, episodes: Sequence[Episode]) -> None:
         """Keep ``episodes`` without extraction (the baselines read them; no LLM call)."""
-        with self.store.transaction():
+        with self._writing(), self.store.transaction():
             self.store.upsert_episodes(list(episodes))
 
     def embed_episodes(self, groups: Sequence[str]) -> dict[str, int]:
         """Embed the episodes of ``groups`` that have no vector yet (RAG's index)."""
         from mnemis.ingest.embed_items import embed_missing
 
-        return embed_missing(self.store, self.models.embedder, list(groups), kinds=("episode",))
+        with self._writing():
+            return embed_missing(self.store, self.models.embedder, list(groups), kinds=("episode",))
 
     def organize(self, groups: Sequence[str] | None = None) -> dict[str, Any]:
         """Build the hierarchy of ``groups`` (default: all); returns its metrics per group.
@@ -202,8 +265,9 @@ class Memory:
         from mnemis.hierarchy import organize
 
         groups = self.groups() if groups is None else list(groups)
-        metrics = organize(self.store, self.models.llm, groups, build(self.cfg.hierarchy),
-                           embedder=self.models.embedder)
+        with self._writing():
+            metrics = organize(self.store, self.models.llm, groups, build(self.cfg.hierarchy),
+                               embedder=self.models.embedder)
         return {g: m.model_dump() if hasattr(m, "model_dump") else m for g, m in metrics.items()}
 
     # ------------------------------------------------------------------ reading

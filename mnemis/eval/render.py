@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from mnemis.times import comparable
 from mnemis.types import Episode
 
 TIMESTAMP_FORMAT = "%Y/%m/%d (%a) %H:%M"
@@ -28,8 +29,9 @@ def format_episode(ep: Episode) -> str:
 
 
 def sort_episodes(episodes: Iterable[Episode]) -> list[Episode]:
-    """Chronological order (timestamp, then position in the group)."""
-    return sorted(episodes, key=lambda e: (e.valid_at, e.position))
+    """Chronological order (timestamp, then position in the group); naive and aware times compare (a naive
+    one read as UTC), so a group stored before the one-kind rule of ``mnemis.times`` still renders."""
+    return sorted(episodes, key=lambda e: (comparable(e.valid_at), e.position))
 
 
 def render_episodes(episodes: Iterable[Episode]) -> str:

@@ -7,23 +7,37 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
+
+
+def file_uri(path: str | Path, mode: str) -> str:
+    """``file:`` URI of ``path`` with every URI character escaped (``#``, ``?``, ``%`` are part of the
+    file name, never a fragment, query or escape); ``mode`` is ``ro``, ``rw`` or ``rwc``."""
+    return f"file:{quote(str(Path(path).absolute()), safe='/')}?mode={mode}"
 
 
 class SQLiteFile:
-    """A SQLite database file used from one process (safe to share between its threads)."""
+    """A SQLite database file used from one process (safe to share between its threads).
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    ``wal=False`` leaves the journal mode alone until :meth:`enable_wal` (a subclass that first checks
+    the file is its own, so a foreign file is never switched to WAL).
+    """
+
+    def __init__(self, path: str | Path, *, read_only: bool = False, wal: bool = True) -> None:
         self.path = Path(path)
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        uri = f"file:{self.path}?mode=ro" if read_only else f"file:{self.path}"
+        uri = file_uri(self.path, "ro" if read_only else "rwc")
         self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA busy_timeout=30000")
-        if not read_only:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
         self._lock = threading.RLock()
         self._depth = 0
+        if wal and not read_only:
+            self.enable_wal()
+
+    def enable_wal(self) -> None:
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
 
     def close(self) -> None:
         self._conn.close()

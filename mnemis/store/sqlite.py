@@ -10,6 +10,7 @@ deterministic. Embeddings live in their own table as float32 blobs and come back
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -66,33 +67,49 @@ class GraphStore(SQLiteFile):
     """The SQLite store of one memory. Safe to share between threads of one process."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
-        if read_only and not Path(path).exists():
+        if read_only and not Path(path).is_file():
             raise StoreError(f"store {path} does not exist")
-        super().__init__(path, read_only=read_only)
-        self._check_schema(read_only)
+        super().__init__(path, read_only=read_only, wal=False)
+        try:
+            self._check_schema(read_only)
+        except sqlite3.DatabaseError as exc:  # not an SQLite file at all ("file is not a database")
+            self.close()
+            raise StoreError(f"{self.path} is not a mnemis store ({exc}); the file was left untouched") from None
+        except BaseException:
+            self.close()
+            raise
+        if not read_only:
+            self.enable_wal()  # only once the file is known to be ours
 
     # ------------------------------------------------------------------ schema
+    def _schema_state(self) -> tuple[int | None, int]:
+        """(schema version recorded in ``meta`` or None, number of tables in the file)."""
+        tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "meta" not in tables:
+            return None, len(tables)
+        row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return (int(row[0]) if row and str(row[0]).isdigit() else -1), len(tables)
+
     def _check_schema(self, read_only: bool) -> None:
-        has_meta = self._conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
-        ).fetchone()
-        if has_meta:
-            row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            found = int(row[0]) if row else None
-            if found != SCHEMA_VERSION:
-                raise StoreError(
-                    f"store {self.path} has schema version {found}, this mnemis needs {SCHEMA_VERSION}; "
-                    "the file was left untouched (rebuild the memory into a new path)"
-                )
-            return
-        other = self._conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
-        if other:
-            raise StoreError(f"{self.path} is an SQLite file but not a mnemis store; left untouched")
-        if read_only:
+        found, tables = self._schema_state()
+        if found is None and tables == 0 and not read_only:
+            # a new file: create it in one write transaction that re-reads the state, so two processes
+            # creating the same file at once both end with one schema (the second finds the first's)
+            with self.transaction() as cur:
+                found, tables = self._schema_state()
+                if found is None and tables == 0:
+                    self._create(_SCHEMA)
+                    cur.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                    return
+        if found is None:
+            if tables:
+                raise StoreError(f"{self.path} is an SQLite file but not a mnemis store; the file was left untouched")
             raise StoreError(f"store {self.path} is empty")
-        with self.transaction() as cur:
-            self._create(_SCHEMA)
-            cur.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        if found != SCHEMA_VERSION:
+            raise StoreError(
+                f"store {self.path} has schema version {found}, this mnemis needs {SCHEMA_VERSION}; "
+                "the file was left untouched (rebuild the memory into a new path)"
+            )
 
     # ------------------------------------------------------------------ meta
     def set_meta(self, key: str, value: object) -> None:
@@ -162,6 +179,11 @@ class GraphStore(SQLiteFile):
 
     def episodes(self, group_id: str, ids: Iterable[str] | None = None) -> list[Episode]:
         return self._get(Episode, group_id, ids)
+
+    def last_episode(self, group_id: str) -> Episode | None:
+        """The episode with the highest position in the group (None for an empty group)."""
+        rows = self._rows("SELECT data FROM episodes WHERE group_id=? ORDER BY pos DESC LIMIT 1", (group_id,))
+        return Episode.model_validate_json(rows[0][0]) if rows else None
 
     def upsert_entities(self, entities: Sequence[Entity]) -> None:
         self._upsert(list(entities))
@@ -297,6 +319,27 @@ class GraphStore(SQLiteFile):
 
     def done(self, stage: str, group_id: str) -> set[str]:
         return {r[0] for r in self._rows("SELECT key FROM progress WHERE stage=? AND group_id=?", (stage, group_id))}
+
+    def progress_episodes(self, started: Sequence[str], *, unfinished: Sequence[str] = (),
+                          group_id: str | None = None) -> dict[str, list[str]]:
+        """Per group (or in ``group_id`` only), in order, the stored episodes with a progress key under any
+        ``started`` stage; with ``unfinished``, only those not yet under every one of those stages (work a
+        killed process left half done)."""
+        where, args = ["EXISTS (SELECT 1 FROM progress p WHERE p.stage IN ({}) AND p.group_id=e.group_id "
+                       "AND p.key=e.id)".format(",".join("?" * len(started)))], [*started]
+        if unfinished:
+            where.append("(SELECT count(*) FROM progress p WHERE p.stage IN ({}) AND p.group_id=e.group_id "
+                         "AND p.key=e.id) < ?".format(",".join("?" * len(unfinished))))
+            args += [*unfinished, len(set(unfinished))]
+        if group_id is not None:
+            where.insert(0, "e.group_id=?")
+            args.insert(0, group_id)
+        rows = self._rows(f"SELECT e.group_id, e.id FROM episodes e WHERE {' AND '.join(where)} "
+                          "ORDER BY e.group_id, e.pos", args)
+        out: dict[str, list[str]] = {}
+        for g, i in rows:
+            out.setdefault(g, []).append(i)
+        return out
 
     def clear_progress(self, stage: str, group_id: str) -> None:
         with self.transaction() as cur:
