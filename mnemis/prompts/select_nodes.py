@@ -1,13 +1,19 @@
 """System-2 node selection: pick the nodes of a memory hierarchy that may help answer a query.
 
-REFERENCE §5.2, our own wording. The model sees a list of candidate nodes, one compact JSON object
-per line (``{"id": "n3", "name": "Health", "tags": [...]}``, the summary only when configured) and
-answers with ``{"selections": [{"id", "name", "take_all_children"}, ...]}``.
+Two forms of the same content, both in our own words (``retrieval.system2.prompt_form``):
 
-Prefix caching: the instructions come first, then the candidate list, then the query. At the top
-layer every query of a group sees the same candidates, so all of them share one long prefix.
-Ids are short prompt-local labels (``n1``, ``n2`` ...) assigned in candidate order; the caller maps
-them back to store ids (cheaper and less error-prone for small models than 20-character hashes).
+``ours`` (the default): the instructions in a system message, then the candidate list, then the query.
+The model sees one compact JSON object per line (``{"id": "n3", "name": "Health", "tags": [...]}``, the
+summary only when configured) and answers ``{"selections": [{"id", "name", "take_all_children"}, ...]}``.
+Prefix caching: at the top layer every query of a group sees the same candidates, so all of them share one
+long prefix. Ids are short prompt-local labels (``n1``, ``n2`` ...) assigned in candidate order; the caller
+maps them back to store ids (cheaper and less error-prone for small models than 20-character hashes).
+
+``released`` (``mode=paper``): the form of the authors' released ``global_selector.py``: one user message,
+the instructions, then the query, then one JSON line per node with its store id, name and tags
+(``{"uuid": ..., "name": ..., "tag": [...]}``), nodes in store order; the reply is
+``{"selections": [{"name", "uuid", "get_all_children"}, ...]}``. The decoding schema can still restrict the
+ids to the ones shown.
 """
 
 from __future__ import annotations
@@ -100,7 +106,9 @@ def salvage_selections(text: str) -> list[NodeSelection]:
     for m in _OBJ.finditer(text or ""):
         try:
             obj = json.loads(m.group(0))
-            if isinstance(obj, dict) and ("id" in obj or "name" in obj):
+            if isinstance(obj, dict) and "uuid" in obj:  # the released form's fields
+                out.append(ReleasedSelection.model_validate(obj).as_selection())
+            elif isinstance(obj, dict) and ("id" in obj or "name" in obj):
                 out.append(NodeSelection.model_validate(obj))
         except Exception:  # noqa: BLE001 - a broken fragment is skipped
             continue
@@ -127,3 +135,86 @@ def render_select_nodes(
 
 
 SELECT_NODES = Prompt("select", "v1", render_select_nodes, NodeSelections)
+
+# ------------------------------------------------------------------------------------ the released form
+PROMPT_FORMS = ("ours", "released")
+
+
+class ReleasedSelection(BaseModel):
+    name: str = Field("", json_schema_extra={"maxLength": 100}, description="the node's name")
+    uuid: str = Field("", json_schema_extra={"maxLength": 64}, description="the node's identifier, as listed")
+    get_all_children: bool = Field(False, description="true only when every node below this one helps")
+
+    def as_selection(self) -> NodeSelection:
+        return NodeSelection(id=self.uuid, name=self.name, take_all_children=self.get_all_children)
+
+
+class ReleasedSelections(BaseModel):
+    selections: list[ReleasedSelection] = Field(description="every listed node that may help; empty when none does")
+
+    _accept_bare_list = bare_list_as("selections")
+
+    def as_selections(self) -> NodeSelections:
+        return NodeSelections(selections=[s.as_selection() for s in self.selections])
+
+
+@lru_cache(maxsize=512)
+def released_selection_schema(ids: tuple[str, ...], min_items: int = 0) -> type[ReleasedSelections]:
+    """``ReleasedSelections`` whose decoding schema restricts ``uuid`` to the shown ``ids`` and the list to
+    ``len(ids)`` items (``min_items`` > 0: at least that many picks); validation stays the lenient base one."""
+
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        schema = ReleasedSelections.model_json_schema(*args, **kwargs)
+        item = schema["$defs"]["ReleasedSelection"]
+        uuid = {k: v for k, v in item["properties"]["uuid"].items() if k != "default"}
+        item["properties"]["uuid"] = {**uuid, "enum": list(ids)}
+        item["required"] = ["name", "uuid", "get_all_children"]
+        schema["properties"]["selections"]["maxItems"] = len(ids)
+        if min_items:
+            schema["properties"]["selections"]["minItems"] = min(min_items, len(ids))
+        return schema
+
+    return type(f"ReleasedSelections{len(ids)}_{min_items}", (ReleasedSelections,),
+                {"model_json_schema": classmethod(model_json_schema), "__module__": __name__})
+
+
+_RELEASED_INSTRUCTIONS = """You are reading a hierarchical knowledge graph built from a person's conversations, \
+to help answer a user query.
+
+Choose every node that could help answer the query. A node helps when it:
+- relates directly to the query;
+- covers a topic, concept or category that is clearly relevant;
+- gives useful background or context;
+- holds information about the user (interests, goals, constraints and the like);
+- probably has nodes below it that help.
+
+Lean towards choosing: keep a node that may add context or personal detail even when it partly repeats \
+another one.
+
+For each chosen node give:
+- "name": the node's name;
+- "uuid": the node's identifier, exactly as listed;
+- "get_all_children": true only when you are sure that every node below it helps, else false."""
+
+
+def released_line(c: CandidateView, *, use_summary: bool = False, use_tags: bool = True) -> str:
+    """One JSON line per node, the released form's fields: ``uuid``, ``name``, ``tag`` (and ``summary``)."""
+    obj: dict[str, Any] = {"uuid": c.id, "name": c.name}
+    if use_tags:
+        obj["tag"] = list(c.tags)
+    if use_summary:
+        obj["summary"] = c.summary
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def render_select_nodes_released(
+    query: str, candidates: Sequence[CandidateView], *, use_summary: bool = False, use_tags: bool = True
+) -> list[dict[str, str]]:
+    """One user message: the instructions, the query, then the nodes (``candidates`` carry store ids)."""
+    lines = "\n".join(released_line(c, use_summary=use_summary, use_tags=use_tags) for c in candidates)
+    body = (f"{_RELEASED_INSTRUCTIONS}\n---\nUser query:\n\"{' '.join(query.split())}\"\n\n"
+            f"Available nodes:\n{lines}\n")
+    return [user(body)]
+
+
+SELECT_NODES_RELEASED = Prompt("select", "released-v1", render_select_nodes_released, ReleasedSelections)

@@ -39,8 +39,11 @@ from mnemis.models.cache import CacheMissError
 from mnemis.models.llm.base import LLMRequest, LLMResult, Sampling
 from mnemis.prompts.select_nodes import (
     SELECT_NODES,
+    SELECT_NODES_RELEASED,
     CandidateView,
     NodeSelections,
+    ReleasedSelections,
+    released_selection_schema,
     salvage_selections,
     selection_schema,
 )
@@ -58,6 +61,10 @@ class System2Config(BaseModel):
     model_config = {"extra": "forbid"}
 
     entity_round: bool = True
+    prompt_form: Literal["ours", "released"] = Field(
+        "ours", description="ours: instructions as a system message, nodes before the query, prompt-local ids "
+        "n1.., alphabetical order; released: the authors' form (one user message, the query first, store ids, "
+        "get_all_children, nodes in store order)")
     use_summary: bool = False
     use_tags: bool = True
     include_shortcut_nodes: bool = Field(True, description="REFERENCE §5.5 decision 2")
@@ -144,9 +151,10 @@ class HierarchyView:
     nodes: dict[str, _Node]
     children: dict[str, list[str]]
     top: list[str]
+    store_order: bool = False  # candidates in store order (released form), else by layer and name
 
     @classmethod
-    def load(cls, store: GraphStore, group_id: str) -> HierarchyView:
+    def load(cls, store: GraphStore, group_id: str, *, store_order: bool = False) -> HierarchyView:
         nodes: dict[str, _Node] = {}
         for e in store.entities(group_id):
             nodes[e.id] = _Node(e.id, e.name, list(e.tags), e.summary, 0)
@@ -158,12 +166,14 @@ class HierarchyView:
             if edge.parent_id in nodes and edge.child_id in nodes:
                 children.setdefault(edge.parent_id, []).append(edge.child_id)
         top_layer = max((c.layer for c in cats), default=0)
-        top = sorted((c.id for c in cats if c.layer == top_layer), key=lambda i: _order(nodes[i]))
-        return cls(nodes, children, top)
+        top = [c.id for c in cats if c.layer == top_layer]  # store order
+        if not store_order:
+            top.sort(key=lambda i: _order(nodes[i]))
+        return cls(nodes, children, top, store_order)
 
     def children_of(self, ids: Sequence[str]) -> list[str]:
-        seen = dict.fromkeys(c for i in ids for c in self.children.get(i, ()))
-        return sorted(seen, key=lambda i: _order(self.nodes[i]))
+        seen = list(dict.fromkeys(c for i in ids for c in self.children.get(i, ())))
+        return seen if self.store_order else sorted(seen, key=lambda i: _order(self.nodes[i]))
 
     def descendants(self, node_id: str) -> list[str]:
         """Transitive closure over CATEGORIZES (the node itself excluded), breadth first."""
@@ -219,7 +229,8 @@ class System2:
 
     def view(self, group_id: str) -> HierarchyView:
         if group_id not in self._views:
-            self._views[group_id] = HierarchyView.load(self.store, group_id)
+            self._views[group_id] = HierarchyView.load(self.store, group_id,
+                                                       store_order=self.cfg.prompt_form == "released")
         return self._views[group_id]
 
     def refresh(self) -> None:
@@ -269,17 +280,22 @@ class System2:
         cfg = self.cfg
         sampling = Sampling(temperature=cfg.temperature, max_tokens=cfg.max_tokens, seed=cfg.seed)
         requests = []
+        released = cfg.prompt_form == "released"
+        prompt = SELECT_NODES_RELEASED if released else SELECT_NODES
+        min_items = cfg.min_top_selections if first_round else 0
         for p in prompts:
-            views = [
-                CandidateView(f"n{j + 1}", n.name, n.tags, n.summary)
-                for j, n in enumerate(p.walk.view.nodes[i] for i in p.cands)
-            ]
-            msgs = SELECT_NODES.render(p.walk.question.question, views, use_summary=cfg.use_summary,
-                                       use_tags=cfg.use_tags)
-            min_items = cfg.min_top_selections if first_round else 0
-            schema = selection_schema(len(p.cands), min_items) if cfg.constrain_ids else NodeSelections
+            nodes = [p.walk.view.nodes[i] for i in p.cands]
+            views = [CandidateView(n.id if released else f"n{j + 1}", n.name, n.tags, n.summary)
+                     for j, n in enumerate(nodes)]
+            msgs = prompt.render(p.walk.question.question, views, use_summary=cfg.use_summary, use_tags=cfg.use_tags)
+            if not cfg.constrain_ids:
+                schema = prompt.schema
+            elif released:
+                schema = released_selection_schema(tuple(p.cands), min_items)
+            else:
+                schema = selection_schema(len(p.cands), min_items)
             requests.append(LLMRequest(messages=msgs, schema=schema, sampling=sampling,
-                                       stage=SELECT_NODES.stage, salvage=cfg.salvage))
+                                       stage=prompt.stage, salvage=cfg.salvage))
         try:
             results = list(self.llm.generate(requests))
             if len(results) != len(requests):
@@ -301,6 +317,8 @@ class System2:
             rec.prompt_tokens += res.prompt_tokens
             rec.completion_tokens += res.completion_tokens
             parsed = res.parsed if res.ok else None
+            if isinstance(parsed, ReleasedSelections):
+                parsed = parsed.as_selections()
             if isinstance(parsed, NodeSelections):
                 sels = parsed.selections
                 rec.salvaged += int(res.salvaged)  # the client kept the complete selections of a cut reply

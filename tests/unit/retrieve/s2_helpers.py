@@ -90,14 +90,28 @@ def eid(group: str, name: str) -> str:
     return entity_id(group, name)
 
 
+def released(req: LLMRequest) -> bool:
+    """Whether a selection prompt is in the released form (the query first, store ids as ``uuid``)."""
+    return "User query:" in _user(req)
+
+
 def prompt_candidates(req: LLMRequest) -> list[dict]:
-    """The candidate objects of a selection prompt, in order."""
+    """The candidate objects of a selection prompt, in order; the released form's ``uuid`` / ``tag`` are
+    also given as ``id`` / ``tags``."""
     body = _user(req).split("Available nodes:\n", 1)[1].split("\n\nQuery:", 1)[0]
-    return [json.loads(line) for line in body.splitlines()]
+    out = [json.loads(line) for line in body.splitlines() if line.strip()]
+    for c in out:
+        if "uuid" in c:
+            c.setdefault("id", c["uuid"])
+            c.setdefault("tags", c.get("tag", []))
+    return out
 
 
 def prompt_query(req: LLMRequest) -> str:
-    return _user(req).split('Query: "', 1)[1].split('"\n', 1)[0]
+    text = _user(req)
+    if released(req):
+        return text.split('User query:\n"', 1)[1].split('"\n', 1)[0]
+    return text.split('Query: "', 1)[1].split('"\n', 1)[0]
 
 
 def _user(req: LLMRequest) -> str:
@@ -117,7 +131,8 @@ def selector(
         if fail(q):
             raise RuntimeError("scripted failure")
         chosen = plan.get(q, {})
-        sels = [{"id": c["id"], "name": c["name"], "take_all_children": bool(chosen[c["name"]])}
+        flag, key = ("get_all_children", "uuid") if released(req) else ("take_all_children", "id")
+        sels = [{key: c["id"], "name": c["name"], flag: bool(chosen[c["name"]])}
                 for c in prompt_candidates(req) if c["name"] in chosen]
         return {"selections": sels + extra(q)}
 
