@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from mnemis.models.llm.cpu_threads import DEFAULT_BIND, bound_engine_env
 from mnemis.models.rerank import _queries, pair_token_ids
 from mnemis.models.tiny import model_identity, require_path, resolve_local
 
@@ -38,13 +39,15 @@ class VLLMReranker:
         gpu_memory_utilization: share of the device this engine may take (it shares the GPU with the LLM
             engine, the embedder and the FAISS index; ``mnemis doctor`` checks the sum).
         tensor_parallel_size, enforce_eager, max_num_seqs: passed to ``vllm.LLM``.
+        cpu_threads_bind: on CPU only, the cores the model's threads are bound to (``all`` by default:
+            :mod:`mnemis.models.llm.cpu_threads`).
     """
 
     def __init__(self, model: str = "Qwen/Qwen3-Reranker-8B", *,
                  instruction: str = "Given a question, judge whether the passage helps answer it",
                  max_length: int = 4096, dtype: str = "auto", gpu_memory_utilization: float = 0.2,
                  tensor_parallel_size: int = 1, enforce_eager: bool = False, max_num_seqs: int | None = None,
-                 **engine_kwargs: Any) -> None:
+                 cpu_threads_bind: str | None = DEFAULT_BIND, **engine_kwargs: Any) -> None:
         require_path(model, "reranker model")
         from vllm import LLM
 
@@ -54,7 +57,9 @@ class VLLMReranker:
                                       **engine_kwargs)
         if max_num_seqs is not None:
             kwargs["max_num_seqs"] = max_num_seqs
-        self._llm = LLM(**kwargs)
+        ranks = tensor_parallel_size * int(engine_kwargs.get("pipeline_parallel_size") or 1)
+        with bound_engine_env(cpu_threads_bind, ranks=ranks):
+            self._llm = LLM(**kwargs)
         self.tokenizer = self._llm.get_tokenizer()
         self.instruction = instruction
         self.max_length = max_length

@@ -35,7 +35,9 @@ def vllm_backend():
 
     # enforce_eager: no torch.compile warm-up (minutes on 2 cores, nothing to gain for small batches).
     # The backend builds its engine on first use and again after close(), so closing early is safe.
-    backend = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=4096, enforce_eager=True)
+    # cpu_threads_bind="all": the model's threads on every core (vLLM alone would leave one idle on 2 cores).
+    backend = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=4096, enforce_eager=True,
+                          cpu_threads_bind="all")
     _ENGINES.append(backend)
     yield backend
     backend.close()
@@ -88,6 +90,7 @@ def vllm_server():
     ``MNEMIS_VLLM_SERVER_TIMEOUT`` seconds (120 by default): on a shared 2-core machine its three
     processes each import vllm, which can take minutes."""
     pytest.importorskip("vllm")
+    from mnemis.models.llm.cpu_threads import DEFAULT_BIND, server_env
     from mnemis.models.tiny import dequantized_smollm2
 
     port = _free_port()
@@ -95,8 +98,9 @@ def vllm_server():
            "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port),
            "--gpu-memory-utilization", "0.15", "--max-model-len", "2048", "--enforce-eager"]
     log = open(os.environ.get("MNEMIS_VLLM_SERVER_LOG", os.devnull), "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    # the same cores as every engine the project starts (mnemis.models.llm.cpu_threads)
+    env = {**server_env(DEFAULT_BIND), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_TIMEOUT_S

