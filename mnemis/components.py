@@ -101,7 +101,7 @@ class Models:
                 if node is None:
                     raise ValueError(f"judge {spec['name']!r}: judge_llms.{slot} is empty")
                 llm = self._llm_role(f"judge_llms.{slot}", node, (self.plain.get("judge_llms") or {}).get(slot))
-            out[spec["name"]] = Judge(llm, spec["criterion"])
+            out[spec["name"]] = Judge(llm, spec["criterion"], spec.get("lme_format", "reasoned"))
         return out
 
     def ledger(self) -> Any:

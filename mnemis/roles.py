@@ -38,8 +38,23 @@ def judge_specs(plain: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(entry, dict) or not entry.get("name"):
             raise SystemExit(f"judge.judges[{i}]={entry!r}: give a name, or {{name, llm, criterion}}")
         out.append({"name": str(entry["name"]), "llm": entry.get("llm"),
-                    "criterion": entry.get("criterion") or DEFAULT_CRITERION})
+                    "criterion": entry.get("criterion") or DEFAULT_CRITERION,
+                    "lme_format": (plain.get("judge") or {}).get("longmemeval_format") or "reasoned"})
     return out
+
+
+def backend_class(node: Any) -> Any:
+    """The backend class an LLM config node names (``backend._target_``), or None when it names none."""
+    import importlib
+
+    target = ((node or {}).get("backend") or {}).get("_target_") if isinstance(node, dict) else None
+    if not target or "." not in str(target):
+        return None
+    module, _, name = str(target).rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
 
 
 def check_roles(plain: dict[str, Any]) -> None:
@@ -64,6 +79,15 @@ def check_roles(plain: dict[str, Any]) -> None:
         if spec["criterion"] not in LOCOMO_CRITERIA:
             raise SystemExit(f"{where}: criterion={spec['criterion']!r}; choose one of {sorted(LOCOMO_CRITERIA)}")
         slot = spec["llm"]
+        if spec["lme_format"] == "yes_no":
+            node = plain.get("llm") if slot is None else slots.get(slot)
+            cls = backend_class(node)
+            if cls is not None and not getattr(cls, "plain_text", True):
+                key = "llm" if slot is None else f"judge_llms.{slot}"
+                raise SystemExit(
+                    f"{where}: judge.longmemeval_format=yes_no needs a model that writes free text, but {key} is "
+                    f"{cls.__name__}, which only writes schema instances. Set {key} to a real model, or "
+                    "judge.longmemeval_format=reasoned")
         if slot is not None and slots.get(slot) is None:
             paper = " The paper judged every row with GPT-4.1-mini." if plain.get("fidelity") == "paper" else ""
             raise SystemExit(

@@ -1,8 +1,11 @@
 """Answer every question from its rendered memory context: one batched ``generate()`` per chunk of
 ``llm.chunk_size`` questions (one call for a run that fits a chunk), each chunk recorded in ``progress``.
 
-The prompt is one of the registered answer prompts (``mnemis.prompts.answer``); a reasoning-first reply
-is cut to its final "Answer:" line (``extract_answer``) and the whole reply is kept in ``reply``.
+The prompt is one of the registered answer prompts (``mnemis.prompts.answer``). Every reply is kept whole
+in ``reply``; ``answer`` is its short answer, read where the prompt says (``read_answer``: the whole reply,
+the last "Answer:" line or the first sentence; ``span`` records which), and ``graded`` says what the judges
+see (the whole reply for the paper's answer prompt, as the paper's judge graded it). A request carries the
+question's text and date only: no gold label of the question reaches the prompt.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ from pydantic import BaseModel
 from mnemis.eval.progress import JsonlProgress, item_key
 from mnemis.models.llm.base import LLMRequest, Sampling
 from mnemis.models.llm.chunks import chunk_size, chunked
-from mnemis.prompts.answer import ANSWER, extract_answer
-from mnemis.prompts.base import Prompt
+from mnemis.prompts.answer import ANSWER, AnswerPrompt, read_answer
 from mnemis.types import Question
 
 log = logging.getLogger(__name__)
@@ -30,7 +32,9 @@ class AnswerRecord(BaseModel):
     question_id: str
     group_id: str
     answer: str = ""
-    reply: str | None = None  # the whole reply when the answer was cut from it (reasoning first)
+    reply: str | None = None  # the whole reply
+    span: str = "whole"  # where ``answer`` was read in the reply: whole | answer_line | first_sentence
+    graded: str = "answer"  # what the judges grade: the short answer or the whole reply
     error: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -39,6 +43,13 @@ class AnswerRecord(BaseModel):
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def graded_text(self) -> str:
+        """What a judge grades: the whole reply or the short answer (empty for a failed item)."""
+        if not self.ok:
+            return ""
+        return (self.reply or self.answer) if self.graded == "reply" else self.answer
 
 
 def answer_questions(
@@ -49,7 +60,7 @@ def answer_questions(
     max_tokens: int = 256,
     temperature: float = 0.0,
     seed: int = 0,
-    prompt: Prompt = ANSWER,
+    prompt: AnswerPrompt = ANSWER,
     progress: str | Path | None = None,
 ) -> list[AnswerRecord]:
     """Answers for ``questions`` (same order); ``contexts[i]`` is the rendered memory of question i.
@@ -65,7 +76,7 @@ def answer_questions(
         return []
     sampling = Sampling(temperature=temperature, max_tokens=max_tokens, seed=seed)
     requests = [
-        LLMRequest(messages=prompt.render(ctx, q.question, q.question_date, category=q.category),
+        LLMRequest(messages=prompt.render(ctx, q.question, q.question_date),
                    schema=prompt.schema, sampling=sampling, stage=STAGE)
         for q, ctx in zip(questions, contexts)
     ]
@@ -77,7 +88,7 @@ def answer_questions(
         AnswerRecord.model_validate(done[k]["record"])
         if k in done and not (retry and done[k]["record"].get("error")) else None for k in keys]
     for chunk in chunked([i for i, r in enumerate(out) if r is None], chunk_size(llm)):
-        recs = _answer_chunk(llm, [questions[i] for i in chunk], [requests[i] for i in chunk])
+        recs = _answer_chunk(llm, [questions[i] for i in chunk], [requests[i] for i in chunk], prompt)
         for i, rec in zip(chunk, recs):
             out[i] = rec
         if log_ is not None and not any(r.error and r.error.startswith(CRASH) for r in recs):
@@ -92,7 +103,8 @@ def answer_questions(
 CRASH = "generate crashed: "
 
 
-def _answer_chunk(llm, questions: Sequence[Question], requests: list[LLMRequest]) -> list[AnswerRecord]:
+def _answer_chunk(llm, questions: Sequence[Question], requests: list[LLMRequest],
+                  prompt: AnswerPrompt) -> list[AnswerRecord]:
     try:
         results = llm.generate(requests)
     except Exception as exc:  # noqa: BLE001 - the harness records failures, never raises
@@ -101,15 +113,15 @@ def _answer_chunk(llm, questions: Sequence[Question], requests: list[LLMRequest]
         return [AnswerRecord(question_id=q.id, group_id=q.group_id, error=msg) for q in questions]
     out = []
     for q, res in zip(questions, results):
-        text, found = extract_answer(res.text)
+        text, span = read_answer(res.text, prompt.span)
         parsed = getattr(res, "parsed", None)
         if parsed is not None and hasattr(parsed, "answer"):
-            text, found = str(parsed.answer).strip(), False
+            text, span = str(parsed.answer).strip(), "whole"
         error = res.error
         if error is None and not text:
             error = "empty answer"
         out.append(AnswerRecord(question_id=q.id, group_id=q.group_id, answer=text, error=error,
-                                reply=res.text if found else None,
+                                reply=res.text, span=span, graded=prompt.graded,
                                 prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
                                 cached=res.cached))
     return out

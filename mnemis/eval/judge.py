@@ -19,28 +19,38 @@ from typing import Any
 
 from mnemis.eval.answer import AnswerRecord
 from mnemis.eval.progress import JsonlProgress, item_key
-from mnemis.models.llm.chunks import chunk_size, chunked
 from mnemis.models.llm.base import LLMRequest, Sampling
-from mnemis.prompts.judge_locomo import JUDGE_LOCOMO, LOCOMO_CRITERIA
-from mnemis.prompts.judge_longmemeval import JUDGE_LONGMEMEVAL
+from mnemis.models.llm.chunks import chunk_size, chunked
+from mnemis.prompts.judge_locomo import LOCOMO_CRITERIA
+from mnemis.prompts.judge_longmemeval import (
+    JUDGE_LONGMEMEVAL,
+    JUDGE_LONGMEMEVAL_YES_NO,
+    YES_NO_MAX_TOKENS,
+    parse_yes_no,
+)
 from mnemis.types import Question
 
 log = logging.getLogger(__name__)
 LOCOMO_CATEGORIES = frozenset({"multi-hop", "temporal", "open-domain", "single-hop", "adversarial"})
 Label = bool | None
 DEFAULT_CRITERION = "strict"
+LME_FORMATS = ("reasoned", "yes_no")  # LongMemEval verdicts: JSON with a reason (ours) | yes or no (official)
 
 
 @dataclass(frozen=True)
 class Judge:
-    """One judge: its model and its LoCoMo grading criterion (a key of ``LOCOMO_CRITERIA``)."""
+    """One judge: its model, its LoCoMo grading criterion (a key of ``LOCOMO_CRITERIA``) and the form of its
+    LongMemEval verdict (``reasoned`` JSON, or the official ``yes_no``)."""
 
     llm: Any
     criterion: str = DEFAULT_CRITERION
+    lme_format: str = "reasoned"
 
     def __post_init__(self) -> None:
         if self.criterion not in LOCOMO_CRITERIA:
             raise ValueError(f"judge criterion {self.criterion!r}: choose one of {sorted(LOCOMO_CRITERIA)}")
+        if self.lme_format not in LME_FORMATS:
+            raise ValueError(f"judge.longmemeval_format={self.lme_format!r}: choose one of {LME_FORMATS}")
 
 
 def as_judge(obj: Any) -> Judge:
@@ -52,18 +62,26 @@ def _answer_text(answer: AnswerRecord | str | None) -> str:
     if answer is None:
         return ""
     if isinstance(answer, AnswerRecord):
-        return answer.answer if answer.ok else ""
+        return answer.graded_text  # the whole reply when the answer prompt says so (the paper's judge)
     return str(answer)
 
 
+def judge_prompt(question: Question, *, criterion: str = DEFAULT_CRITERION, lme_format: str = "reasoned"):
+    """The judge prompt of one question: LoCoMo with ``criterion``, or LongMemEval in ``lme_format``."""
+    if question.category in LOCOMO_CATEGORIES:
+        return LOCOMO_CRITERIA[criterion]
+    return JUDGE_LONGMEMEVAL_YES_NO if lme_format == "yes_no" else JUDGE_LONGMEMEVAL
+
+
 def judge_messages(question: Question, answer: str, *, gold: str | None = None,
-                   criterion: str = DEFAULT_CRITERION) -> list[dict[str, str]]:
+                   criterion: str = DEFAULT_CRITERION, lme_format: str = "reasoned") -> list[dict[str, str]]:
     """The judge prompt for one question (LoCoMo with ``criterion``, or LongMemEval, by category);
     ``gold`` overrides the answer key."""
     gold = question.answer if gold is None else gold
+    prompt = judge_prompt(question, criterion=criterion, lme_format=lme_format)
     if question.category in LOCOMO_CATEGORIES:
-        return LOCOMO_CRITERIA[criterion].render(question.question, gold, answer, question.category)
-    return JUDGE_LONGMEMEVAL.render(question.question, gold, answer, question.category, question.abstention)
+        return prompt.render(question.question, gold, answer, question.category)
+    return prompt.render(question.question, gold, answer, question.category, question.abstention)
 
 
 def judge_one_llm(
@@ -95,12 +113,14 @@ def judge_one_llm(
     if not todo:
         return labels
     sampling = Sampling(temperature=0.0, max_tokens=max_tokens, seed=0)
-    requests = [
-        LLMRequest(messages=judge_messages(questions[i], texts[i], gold=None if golds is None else golds[i],
-                                           criterion=judge.criterion),
-                   schema=JUDGE_LOCOMO.schema, sampling=sampling, stage=stage)
-        for i in todo
-    ]
+    yes_no = Sampling(temperature=0.0, max_tokens=YES_NO_MAX_TOKENS, seed=0)
+    requests = []
+    for i in todo:
+        prompt = judge_prompt(questions[i], criterion=judge.criterion, lme_format=judge.lme_format)
+        requests.append(LLMRequest(
+            messages=judge_messages(questions[i], texts[i], gold=None if golds is None else golds[i],
+                                    criterion=judge.criterion, lme_format=judge.lme_format),
+            schema=prompt.schema, sampling=sampling if prompt.schema is not None else yes_no, stage=stage))
     log_ = JsonlProgress(progress) if progress is not None else None
     done = log_.load() if log_ is not None else {}
     keys = [item_key(r) for r in requests]
@@ -119,7 +139,10 @@ def judge_one_llm(
         reasons: dict[int, str] = {}
         for j, res in zip(chunk, results):
             parsed = getattr(res, "parsed", None)
-            if res.error is None and parsed is not None:
+            if res.error is None and requests[j].schema_ is None:  # a yes/no verdict
+                labels[todo[j]] = parse_yes_no(res.text)
+                reasons[j] = res.text.strip() if labels[todo[j]] is not None else f"(not yes or no: {res.text!r})"
+            elif res.error is None and parsed is not None:
                 labels[todo[j]] = parsed.label == "CORRECT"
                 reasons[j] = str(getattr(parsed, "reasoning", "") or "")
             else:

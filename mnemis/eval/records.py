@@ -28,10 +28,17 @@ class QuestionRecord(BaseModel):
     question: str
     gold: str
     answer: str = ""
-    reply: str | None = Field(None, description="the whole reply when the answer was cut from it")
+    reply: str | None = Field(None, description="the whole reply")
+    answer_span: str = Field("whole", description="where the short answer was read: whole | answer_line | "
+                                                  "first_sentence (the lexical scores compare it with the gold)")
+    graded: str = Field("answer", description="what the judges graded: the short answer or the whole reply")
     answer_error: str | None = None
     answer_scores: dict[str, float] = Field(default_factory=dict, description="f1, bleu1, locomo_f1 vs the gold")
     labels: dict[str, bool | None] = Field(default_factory=dict, description="judge name -> CORRECT?")
+    scores: dict[str, float | None] = Field(
+        default_factory=dict, description="judge name -> graded score in [0, 1] (BEAM, LoCoMo-Plus cognitive); "
+                                          "when present it is the score, and the label is score >= 0.5")
+    score_details: dict[str, Any] = Field(default_factory=dict, description="judge name -> how the score was made")
     audited_gold: str | None = Field(None, description="corrected gold answer when the audit changed it")
     audited_labels: dict[str, bool | None] = Field(default_factory=dict, description="labels under the audit")
     context_ids: list[str] = Field(default_factory=list)
@@ -59,12 +66,13 @@ def build_records(
     contexts: Sequence[RetrievedContext | Sequence[str] | None] | None = None,
     recall: Sequence[Mapping[str, float | None]] | None = None,
     flags: Sequence[Sequence[str]] | None = None,
+    graded: Mapping[str, Sequence[Mapping[str, Any] | None]] | None = None,
 ) -> list[QuestionRecord]:
     """Zip the per-question outputs of one method into records (all sequences in question order)."""
     n = len(questions)
     for name, seq in [("answers", answers), *((f"labels[{k}]", v) for k, v in labels.items()),
                       ("audited_questions", audited_questions), ("contexts", contexts), ("recall", recall),
-                      ("flags", flags)]:
+                      ("flags", flags), *((f"graded[{k}]", v) for k, v in (graded or {}).items())]:
         if seq is not None and len(seq) != n:
             raise ValueError(f"{name} has {len(seq)} items for {n} questions")
     out = []
@@ -80,8 +88,11 @@ def build_records(
         out.append(QuestionRecord(
             method=method, seed=seed, question_id=q.id, group_id=q.group_id, category=q.category,
             abstention=q.abstention, question=q.question, gold=q.answer, answer=a.answer, reply=a.reply,
+            answer_span=a.span, graded=a.graded,
             answer_error=a.error, answer_scores=answer_scores(a.answer if a.ok else "", q.answer, q.category),
             labels={k: v[i] for k, v in labels.items()},
+            scores={k: g[i]["score"] for k, g in (graded or {}).items() if g[i] is not None},
+            score_details={k: g[i]["details"] for k, g in (graded or {}).items() if g[i] is not None},
             audited_gold=aq.answer if aq is not None and aq.answer != q.answer else None,
             audited_labels={k: v[i] for k, v in (audited_labels or {}).items()},
             context_ids=_context_ids(ctx), recall=dict(recall[i]) if recall is not None else {},

@@ -65,3 +65,33 @@ def render_judge_longmemeval(
 
 
 JUDGE_LONGMEMEVAL = Prompt("judge_longmemeval", "v1", render_judge_longmemeval, JudgeVerdict)
+
+# ------------------------------------------------------------------------------------------------ yes / no
+# The official LongMemEval judges (``evaluate_qa.py``) ask for a bare verdict: one user message, "yes" or
+# "no" only, temperature 0, a reply budget of a few tokens (``judge.longmemeval_format=yes_no``; mode=paper).
+YES_NO_MAX_TOKENS = 10
+
+
+def render_judge_longmemeval_yes_no(
+    question: str, gold: str, answer: str, question_type: str, abstention: bool = False
+) -> list[dict[str, str]]:
+    """One user message asking for a yes/no verdict on ``answer`` under the rule of ``question_type``."""
+    rule = ABSTENTION if abstention else RULES.get(question_type, CONTAINS)
+    gold_label = "Rubric" if question_type == "single-session-preference" and not abstention else "Gold answer"
+    body = (
+        "I will give you a question, the correct answer (or a rubric) and a response from a chat assistant. "
+        f"Decide whether the response is correct under this rule: {rule}\n\n"
+        f"Question: {question}\n\n{gold_label}: {gold}\n\nResponse: {answer}\n\n"
+        "Is the response correct? Answer yes or no only."
+    )
+    return [user(body)]
+
+
+def parse_yes_no(text: str) -> bool | None:
+    """The verdict of a yes/no reply: True (yes), False (no) or None (neither word comes first)."""
+    words = "".join(ch if ch.isalpha() else " " for ch in (text or "").casefold()).split()
+    first = words[0] if words else ""
+    return True if first == "yes" else False if first == "no" else None
+
+
+JUDGE_LONGMEMEVAL_YES_NO = Prompt("judge_longmemeval", "yes-no-v1", render_judge_longmemeval_yes_no, None)

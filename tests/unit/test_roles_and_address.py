@@ -51,8 +51,8 @@ def test_quickstart_keeps_the_tuned_answering_and_says_it_is_self_judged():
     check_roles(plain)
     assert plain["fidelity"] == "tuned" and plain["answer"]["prompt"] == "terse"
     roles = roles_summary(plain)
-    assert roles["judges"] == [{"name": "main", "llm": None, "criterion": "strict", "model": "VLLMBackend:smollm2-135m",
-                                "slot": "llm", "self_judged": True}]
+    assert roles["judges"] == [{"name": "main", "llm": None, "criterion": "strict", "lme_format": "reasoned",
+                                "model": "VLLMBackend:smollm2-135m", "slot": "llm", "self_judged": True}]
 
 
 @pytest.mark.parametrize("exp", PAPER_EXPERIMENTS)

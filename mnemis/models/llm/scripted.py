@@ -185,6 +185,8 @@ def minimal_instance(schema: dict[str, Any], root: dict[str, Any] | None = None)
 class SchemaFakeBackend:
     """Answers every request with a minimal valid instance of its schema ("ok" when it has none)."""
 
+    plain_text = False  # it writes no real free text (a yes/no judge cannot use it)
+
     def __init__(self, *, model_id: str = "schema-fake") -> None:
         self.model_id = model_id
         self.batches: list[list[LLMRequest]] = []
