@@ -33,7 +33,12 @@ log = logging.getLogger(__name__)
 BUILD_KEYS = ["dataset", "llm", "embedder", "ingest", "hierarchy"]
 # Bump when the extraction / hierarchy logic changes what a build writes (prompts are hashed on their own).
 BUILD_CODE_VERSION = 2
-NOT_BUILD_FIELDS = frozenset({"cache_dir", "cache_mode", "show_progress"})
+# engine resources (threads, memory, batching, parallelism) change how fast a model answers, not what: they
+# are left out of the address too, so tuning them reuses a built memory
+ENGINE_FIELDS = frozenset({"cpu_threads_bind", "gpu_memory_utilization", "kv_cache_memory_bytes", "max_num_seqs",
+                           "max_num_batched_tokens", "enable_prefix_caching", "enforce_eager", "tensor_parallel_size",
+                           "data_parallel_size", "lazy", "chunk_size"})
+NOT_BUILD_FIELDS = frozenset({"cache_dir", "cache_mode", "show_progress"}) | ENGINE_FIELDS
 GRAPH_METHODS = {"mnemis"}
 METHODS = ("mnemis", "rag", "full_context", "mem0", "mem0g", "graphiti", "mem0_oss")
 

@@ -114,6 +114,14 @@ def test_moving_the_cache_keeps_the_address():
     assert "cache_dir" not in json.dumps(build_view(a))
 
 
+def test_engine_resources_keep_the_address():
+    base = build_address(_plain(["experiment=cpu_small"]))
+    for ov in (["llm.backend.kv_cache_memory_bytes=536870912"], ["llm.backend.cpu_threads_bind=auto"],
+               ["llm.backend.enable_prefix_caching=false", "+llm.backend.max_num_seqs=4"], ["llm_chunk_size=16"]):
+        assert build_address(_plain(["experiment=cpu_small", *ov])) == base, ov
+    assert build_address(_plain(["experiment=cpu_small", "llm.backend.max_model_len=4096"])) != base
+
+
 def test_code_version_is_part_of_the_address(monkeypatch):
     plain = _plain(["experiment=quickstart"])
     before = build_address(plain)
