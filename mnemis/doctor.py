@@ -396,7 +396,14 @@ def doctor_command(args: Sequence[str]) -> int:
     plain, launcher = got
     rows = checks(plain, launcher)
     print_table(rows)
+    print(AFTER_THE_RUN)
     return 1 if any(r.status == "FAIL" for r in rows) else 0
+
+
+AFTER_THE_RUN = ("after the run: its report opens with a 'Run health' section (also health.json in the run dir): "
+                 "whether System-2 picked anything and took shortcuts, its evidence recall against System-1's, "
+                 "names and facts per episode, the hierarchy's layers, and the judges' leniency; read it before "
+                 "the headline number")
 
 
 def models_command(args: Sequence[str]) -> int:

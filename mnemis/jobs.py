@@ -89,6 +89,7 @@ def run_build(plain: dict[str, Any], out: Path, models: Models | None = None) ->
     from mnemis.memory import Memory
 
     data = load_configured_dataset(plain)
+    from mnemis.ingest.common import STATS_KEY
     path = artifact_dir(plain) / plain["store"]["filename"]
     methods = list(plain.get("methods") or [])
     stages: dict[str, Any] = {}
@@ -103,7 +104,9 @@ def run_build(plain: dict[str, Any], out: Path, models: Models | None = None) ->
         if models is not None and GRAPH_METHODS & set(methods):
             stages.update(_build_graph(memory, data, out))
         counts = {g: store.counts(g) for g in data.groups}
-    summary = {"store": str(path), "dataset": data.summary(), "store_counts": counts, "stages": stages}
+        totals = store.get_meta(STATS_KEY) or {}  # the base graph's cumulative counters (run health reads them)
+    summary = {"store": str(path), "dataset": data.summary(), "store_counts": counts, "stages": stages,
+               "ingest_totals": totals}
     _write(out / "build_summary.json", summary)
     return summary
 
@@ -275,7 +278,11 @@ def print_summary(result: dict[str, Any]) -> None:
     if "eval" in result:
         for method, m in result["eval"]["metrics"].items():
             print(f"{method}: {_headline(m)}")
-        print(f"report: {result['eval']['report']}")
+        health = Path(result["eval"]["report"]).with_name("health.json")
+        warns = (json.loads(health.read_text()).get("warnings") or []) if health.is_file() else []
+        for w in warns:
+            print(f"run health: {w}")
+        print(f"report: {result['eval']['report']}" + (f" (run health: {len(warns)} warnings)" if warns else ""))
 
 
 def _headline(m: Any) -> str:

@@ -60,3 +60,6 @@ timeout 300 "$PY" -m mnemis.cli run experiment=paper_locomo_k10 models=random_sa
   "dataset.slice.groups=[conv-26]" "dataset.slice.sessions=[1,1]" "hydra.run.dir=$RESULTS/rehearsal" \
   "paths.artifacts_dir=$RESULTS/rehearsal-artifacts" 2>&1 | tail -20
 echo "rehearsal: $RESULTS/rehearsal/report.md"
+echo "run health (read before any headline number of a real run): $RESULTS/rehearsal/health.json"
+"$PY" -c "import json,sys; [print('  warning:', w) for w in json.load(open(sys.argv[1])).get('warnings', [])]" \
+  "$RESULTS/rehearsal/health.json" 2>/dev/null || true

@@ -16,7 +16,11 @@ an explicit list
     passed through as vLLM reads it: ``0-1``, ``0,2,3``, ranks separated by ``|`` (one group per rank).
 
 A ``VLLM_CPU_OMP_THREADS_BIND`` already in the environment wins over the setting, and nothing is set on a
-CUDA machine (the variables only mean something to vllm-cpu). The variable is set only while the engine's
+CUDA machine (the variables only mean something to vllm-cpu).
+
+On CPU the engine also gets a longer step timeout (``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``, 3600 s instead of
+vLLM's 300 s, unless the user set one): on a shared 2-core machine one 4,096-token prefill step of the 1.5B
+model took over 300 s while other jobs held the cores, and vLLM then kills the whole engine. The variable is set only while the engine's
 processes start (:func:`bound_engine_env`), so a second engine in the same process sees the user's
 environment, not ours.
 
@@ -36,6 +40,8 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 
 BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
+STEP_TIMEOUT_ENV = "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"
+CPU_STEP_TIMEOUT_S = 3600
 DEFAULT_BIND = "all"
 _PASS_THROUGH = ("nobind",)
 _VLLM_DEFAULT = ("auto", "")
@@ -112,15 +118,18 @@ def running_on_cpu() -> bool:
 
 def engine_env(setting: str | None, *, ranks: int = 1, on_cpu: bool | None = None,
                environ: Mapping[str, str] | None = None, cpus: Iterable[int] | None = None) -> dict[str, str]:
-    """The variables to add to ``environ`` (default ``os.environ``) for a vLLM engine: ``{}`` off CPU, when the
-    user already set ``VLLM_CPU_OMP_THREADS_BIND``, or for vLLM's default; else ``{BIND_ENV: list}``."""
+    """The variables to add to ``environ`` (default ``os.environ``) for a vLLM engine: ``{}`` off CPU; on CPU
+    ``{BIND_ENV: list}`` unless the user set ``VLLM_CPU_OMP_THREADS_BIND`` or the setting is vLLM's default,
+    and the longer step timeout unless the user set one."""
     environ = os.environ if environ is None else environ
-    if BIND_ENV in environ:
-        return {}
     if not (running_on_cpu() if on_cpu is None else on_cpu):
         return {}
-    value = threads_bind(setting, ranks=ranks, cpus=cpus)
-    return {} if value is None else {BIND_ENV: value}
+    out = {} if STEP_TIMEOUT_ENV in environ else {STEP_TIMEOUT_ENV: str(CPU_STEP_TIMEOUT_S)}
+    if BIND_ENV not in environ:
+        value = threads_bind(setting, ranks=ranks, cpus=cpus)
+        if value is not None:
+            out[BIND_ENV] = value
+    return out
 
 
 def server_env(setting: str | None, *, ranks: int = 1, on_cpu: bool | None = None,

@@ -11,6 +11,8 @@ import pytest
 from mnemis.models.llm import cpu_threads
 from mnemis.models.llm.cpu_threads import (
     BIND_ENV,
+    CPU_STEP_TIMEOUT_S,
+    STEP_TIMEOUT_ENV,
     bound_engine_env,
     cpu_ranges,
     engine_env,
@@ -56,18 +58,21 @@ def test_vllm_default_nobind_and_explicit_lists():
         threads_bind("all", ranks=0)
 
 
-def test_engine_env_only_on_cpu_and_the_users_variable_wins():
-    assert engine_env("all", on_cpu=True, environ={}, cpus=[0, 1]) == {BIND_ENV: "0-1"}
+TIMEOUT = {STEP_TIMEOUT_ENV: str(CPU_STEP_TIMEOUT_S)}
+
+
+def test_engine_env_only_on_cpu_and_the_users_variables_win():
+    assert engine_env("all", on_cpu=True, environ={}, cpus=[0, 1]) == {BIND_ENV: "0-1", **TIMEOUT}
     assert engine_env("all", on_cpu=False, environ={}, cpus=[0, 1]) == {}  # a CUDA machine: nothing set
-    assert engine_env("all", on_cpu=True, environ={BIND_ENV: "0"}, cpus=[0, 1]) == {}
-    assert engine_env("auto", on_cpu=True, environ={}, cpus=[0, 1]) == {}
-    assert engine_env("0", on_cpu=True, environ={}) == {BIND_ENV: "0"}
+    assert engine_env("all", on_cpu=True, environ={BIND_ENV: "0"}, cpus=[0, 1]) == TIMEOUT
+    assert engine_env("auto", on_cpu=True, environ={}, cpus=[0, 1]) == TIMEOUT
+    assert engine_env("0", on_cpu=True, environ={STEP_TIMEOUT_ENV: "60"}) == {BIND_ENV: "0"}
 
 
 def test_server_env_gives_the_front_end_one_thread_unless_told_otherwise():
     base = {"PATH": "/bin"}
     env = server_env("all", on_cpu=True, environ=base, cpus=[0, 1])
-    assert env == {"PATH": "/bin", BIND_ENV: "0-1", "OMP_NUM_THREADS": "1"}
+    assert env == {"PATH": "/bin", BIND_ENV: "0-1", "OMP_NUM_THREADS": "1", **TIMEOUT}
     assert base == {"PATH": "/bin"}  # the caller's mapping is not changed
     assert server_env("all", on_cpu=True, environ={**base, "OMP_NUM_THREADS": "4"},
                       cpus=[0, 1])["OMP_NUM_THREADS"] == "4"
@@ -80,12 +85,13 @@ def test_server_env_gives_the_front_end_one_thread_unless_told_otherwise():
 
 def test_bound_engine_env_sets_while_starting_then_restores(monkeypatch):
     monkeypatch.delenv(BIND_ENV, raising=False)
+    monkeypatch.delenv(STEP_TIMEOUT_ENV, raising=False)
     with bound_engine_env("0-1", on_cpu=True) as added:
-        assert added == {BIND_ENV: "0-1"} and os.environ[BIND_ENV] == "0-1"
-    assert BIND_ENV not in os.environ
+        assert added == {BIND_ENV: "0-1", **TIMEOUT} and os.environ[BIND_ENV] == "0-1"
+    assert BIND_ENV not in os.environ and STEP_TIMEOUT_ENV not in os.environ
     monkeypatch.setenv(BIND_ENV, "1")
     with bound_engine_env("all", on_cpu=True) as added:
-        assert added == {} and os.environ[BIND_ENV] == "1"
+        assert added == TIMEOUT and os.environ[BIND_ENV] == "1"
     assert os.environ[BIND_ENV] == "1"
     with pytest.raises(RuntimeError):  # restored when the engine start fails too
         monkeypatch.delenv(BIND_ENV)
@@ -101,12 +107,14 @@ def fake_vllm(monkeypatch):
 
     class LLM:
         def __init__(self, **kwargs):
-            seen.append({"bind": os.environ.get(BIND_ENV), "kwargs": kwargs})
+            seen.append({"bind": os.environ.get(BIND_ENV), "timeout": os.environ.get(STEP_TIMEOUT_ENV),
+                         "kwargs": kwargs})
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
     monkeypatch.setattr(cpu_threads, "running_on_cpu", lambda: True)
     monkeypatch.setattr(cpu_threads, "allowed_cpus", lambda: [0, 1, 2, 3])
     monkeypatch.delenv(BIND_ENV, raising=False)
+    monkeypatch.delenv(STEP_TIMEOUT_ENV, raising=False)
     return seen
 
 
@@ -118,10 +126,12 @@ def test_vllm_backend_starts_its_engine_bound_and_leaves_no_trace(fake_vllm, tmp
     VLLMBackend(str(tmp_path), cpu_threads_bind="auto")
     VLLMBackend(str(tmp_path), cpu_threads_bind="1-2")
     assert [s["bind"] for s in fake_vllm] == ["0-3", "0-1|2-3", None, "1-2"]
+    assert {s["timeout"] for s in fake_vllm} == {str(CPU_STEP_TIMEOUT_S)}
     assert all("cpu_threads_bind" not in s["kwargs"] for s in fake_vllm)  # ours, not an engine argument
     assert BIND_ENV not in os.environ
     with pytest.raises(ValueError, match="cpu_threads_bind='0-1' has 1"):
         VLLMBackend(str(tmp_path), cpu_threads_bind="0-1", tensor_parallel_size=2)
+    assert STEP_TIMEOUT_ENV not in os.environ
 
 
 def test_vllm_backend_off_cpu_sets_nothing(fake_vllm, monkeypatch, tmp_path):
@@ -129,7 +139,7 @@ def test_vllm_backend_off_cpu_sets_nothing(fake_vllm, monkeypatch, tmp_path):
 
     monkeypatch.setattr(cpu_threads, "running_on_cpu", lambda: False)
     VLLMBackend(str(tmp_path), tensor_parallel_size=8)  # 8 ranks on 4 CPUs is fine on a GPU
-    assert fake_vllm[-1]["bind"] is None
+    assert fake_vllm[-1]["bind"] is None and fake_vllm[-1]["timeout"] is None
 
 
 def test_peers_server_gets_the_llm_configs_binding(monkeypatch, tmp_path):

@@ -1,0 +1,276 @@
+"""Run health: did this run run the method it claims? Read from a run directory's own files.
+
+A first real run produces one number. Whether System-2 contributed to it, whether the base graph is as rich
+as the paper's and whether the judge grades like the reference judge must be readable without digging, so
+:func:`run_health` computes, from ``traversal.jsonl``, ``recall.json``, ``build_summary.json``,
+``hierarchy_metrics.json``, ``leniency.json`` and ``config.json``:
+
+- **System-2**: the share of questions whose selector picked nothing, picked no shortcut (in the released
+  code's walk, ``entity_round: false``, entities reach System-2 only through shortcuts), or fell back;
+  invented selections; System-2's evidence recall against System-1's;
+- **base graph**: names and facts per episode, truncated and failed replies per stage;
+- **hierarchy**: layer sizes, stop reason and promotions per group;
+- **judges**: leniency on the stress set against the reference judge.
+
+Each sign that the run did not run the paper's method is a warning line. ``health.json`` holds the figures
+and the warnings; the report opens with them (:func:`health_lines`); ``mnemis doctor`` and
+``experiments/bench/gpu_smoke.sh`` point here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+HEALTH_FILE = "health.json"
+# thresholds of the warning lines (shares of questions, ratios of recalls, acceptance rates)
+PICKED_NOTHING = 0.5      # System-2 picked nothing for more than half the questions
+NO_SHORTCUT = 0.5         # (entities only through shortcuts) no shortcut for more than half
+FALLBACK = 0.2            # System-2 fell back to System-1 for more than a fifth
+S2_RECALL_RATIO = 0.5     # System-2's direct evidence recall below half of System-1's
+MIN_FACTS_PER_EPISODE = 0.5
+TRUNCATED = 0.01          # more than 1% of a stage's replies cut at max_tokens
+TOP_LAYER_NODES = 100     # a top layer this large makes one very long selection prompt
+LENIENCY_GAP = 0.25       # acceptance rate this far from the reference generous judge's
+MOSTLY_ACCEPTS = 0.8      # a judge that accepts most known-wrong answers: its accuracy is not meaningful
+PAPER_TABLE3_PROMPT_TOKENS = 6600  # the paper's base-graph prompt tokens per LoCoMo episode (Table 3, GPT-4.1-mini)
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            out.append(row)
+    return out
+
+
+def _share(n: int, total: int) -> float | None:
+    return n / total if total else None
+
+
+# ------------------------------------------------------------------------------------------- System-2
+def system2_health(traversals: list[dict[str, Any]], entity_round: bool | None) -> dict[str, Any]:
+    """Shares of questions whose walk picked nothing, took no shortcut, fell back; invented selections."""
+    n = len(traversals)
+    reasons = Counter(t.get("fallback") for t in traversals if t.get("fallback"))
+    picked_nothing = sum(1 for t in traversals
+                         if not any(r.get("selected") or r.get("flagged") for r in t.get("rounds") or []))
+    no_shortcut = sum(1 for t in traversals if not any(r.get("flagged") for r in t.get("rounds") or []))
+    with_entities = sum(1 for t in traversals if (t.get("counts") or {}).get("entities", 0) > 0
+                        and not t.get("fallback"))
+    rounds = [len(t.get("rounds") or []) for t in traversals]
+    return {
+        "questions": n,
+        "entity_round": entity_round,
+        "picked_nothing": _share(picked_nothing, n),
+        "no_shortcut": _share(no_shortcut, n),
+        "fell_back": _share(sum(reasons.values()), n),
+        "fallback_reasons": dict(reasons),
+        "with_context": _share(with_entities, n),
+        "mean_rounds": sum(rounds) / n if n else None,
+        "invented_selections": sum(r.get("invented", 0) for t in traversals for r in t.get("rounds") or []),
+    }
+
+
+def _recall(recall: Mapping[str, Any], route: str) -> float | None:
+    cell = (recall.get(route) or {}).get("overall") or {}
+    value = cell.get("direct")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def route_recall(recall: Mapping[str, Any]) -> dict[str, float | None]:
+    """Direct evidence recall of Mnemis' routes and RAG (``recall.json``)."""
+    return {route: _recall(recall, route) for route in ("mnemis/system1", "mnemis/system2", "mnemis/fused", "rag")
+            if route in recall}
+
+
+# ------------------------------------------------------------------------------------------ base graph
+def base_graph_health(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Names, facts, truncated and failed replies per episode, from the build's cumulative counters."""
+    totals = summary.get("ingest_totals") or {}
+    stages = summary.get("stages") or {}
+    if not totals and isinstance(stages.get("base_graph"), Mapping):
+        totals = stages["base_graph"].get("totals") or stages["base_graph"].get("counters") or {}
+    counts = summary.get("store_counts") or {}
+    episodes = sum(int((c or {}).get("episodes", 0)) for c in counts.values()) if counts else 0
+    if not totals or not episodes:
+        return {}
+    calls = {k.removeprefix("calls."): v for k, v in totals.items() if k.startswith("calls.")}
+    truncated = {k.removeprefix("truncated."): v for k, v in totals.items() if k.startswith("truncated.") and v}
+    failed = {k.removeprefix("skip.failed_reply."): v for k, v in totals.items()
+              if k.startswith("skip.failed_reply.") and v}
+    prompt = sum(v for k, v in totals.items() if k.startswith("tokens.prompt."))
+    completion = sum(v for k, v in totals.items() if k.startswith("tokens.completion."))
+    return {
+        "episodes": episodes,
+        "names_per_episode": totals.get("extracted.names", 0) / episodes,
+        "facts_per_episode": totals.get("extracted.facts", 0) / episodes,
+        "prompt_tokens_per_episode": prompt / episodes,
+        "completion_tokens_per_episode": completion / episodes,
+        "truncated": {s: {"replies": v, "share": _share(v, calls.get(s, 0))} for s, v in truncated.items()},
+        "failed": failed,
+    }
+
+
+# ------------------------------------------------------------------------------------------- hierarchy
+def hierarchy_health(hierarchy: Any) -> dict[str, Any]:
+    """Per group: layer sizes (entities first), stop reason, promoted categories."""
+    rows = hierarchy if isinstance(hierarchy, list) else (
+        list(hierarchy.values()) if isinstance(hierarchy, Mapping) and "group_id" not in hierarchy else [hierarchy])
+    out = {}
+    for r in rows:
+        if isinstance(r, Mapping) and "nodes_per_layer" in r:
+            out[str(r.get("group_id", len(out)))] = {
+                "nodes_per_layer": list(r.get("nodes_per_layer") or []), "stop_reason": r.get("stop_reason", ""),
+                "promoted": r.get("promoted", 0), "layers": r.get("layers", 0)}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- judges
+def judge_health(leniency: Mapping[str, Any]) -> dict[str, Any]:
+    """Per judge: acceptance of known-wrong answers by kind, beside the reference generous judge's."""
+    from mnemis.eval.leniency import REFERENCE_RATES
+
+    out = {}
+    criteria = leniency.get("criteria") or {}
+    for name, kinds in (leniency.get("judges") or {}).items():
+        rates = {k: (v or {}).get("rate") for k, v in kinds.items() if isinstance(v, Mapping)}
+        out[name] = {"criterion": criteria.get(name), "rates": rates, "reference": dict(REFERENCE_RATES)}
+    return out
+
+
+# --------------------------------------------------------------------------------------------- warnings
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def warnings(h: Mapping[str, Any]) -> list[str]:
+    """One line per sign that the run did not run the paper's method (or cannot be read as it)."""
+    out = []
+    s2 = h.get("system2") or {}
+    if s2.get("questions"):
+        if (s2.get("picked_nothing") or 0) > PICKED_NOTHING:
+            out.append(f"System-2 picked nothing for {_pct(s2['picked_nothing'])} of the questions: its route added "
+                       "nothing there (the selector model or the hierarchy is the first suspect)")
+        if s2.get("entity_round") is False and (s2.get("no_shortcut") or 0) > NO_SHORTCUT:
+            out.append(f"{_pct(s2['no_shortcut'])} of the questions took no shortcut: with no entity round, entities, "
+                       "facts and episodes reach System-2 only through shortcut subtrees, so System-2 mostly added "
+                       "category nodes")
+        if (s2.get("fell_back") or 0) > FALLBACK:
+            out.append(f"System-2 fell back to System-1 for {_pct(s2['fell_back'])} of the questions "
+                       f"({', '.join(f'{k} {v}' for k, v in s2['fallback_reasons'].items())})")
+    rec = h.get("recall") or {}
+    s1r, s2r = rec.get("mnemis/system1"), rec.get("mnemis/system2")
+    if s1r is not None and s2r is not None and s1r > 0 and s2r < S2_RECALL_RATIO * s1r:
+        out.append(f"System-2's direct evidence recall is {s2r:.3f} against System-1's {s1r:.3f}: the fused "
+                   "context is mostly System-1's")
+    bg = h.get("base_graph") or {}
+    if bg:
+        if bg.get("facts_per_episode", 0) < MIN_FACTS_PER_EPISODE:
+            out.append(f"the base graph holds {bg['facts_per_episode']:.2f} facts per episode: a thin graph starves "
+                       "System-1's graph route and System-2's expansion")
+        for stage, t in (bg.get("truncated") or {}).items():
+            if (t.get("share") or 0) > TRUNCATED:
+                out.append(f"{_pct(t['share'])} of the {stage} replies were cut at max_tokens ({t['replies']})")
+        for stage, n in (bg.get("failed") or {}).items():
+            out.append(f"{n} {stage} replies failed (schema or transport) and were skipped")
+    for gid, g in (h.get("hierarchy") or {}).items():
+        sizes = g.get("nodes_per_layer") or []
+        if len(sizes) <= 2:
+            out.append(f"group {gid}: the hierarchy has {max(len(sizes) - 1, 0)} category layer(s) "
+                       f"(stop: {g.get('stop_reason') or 'n/a'}); the walk has little to choose from")
+        elif sizes[-1] > TOP_LAYER_NODES:
+            out.append(f"group {gid}: {sizes[-1]} nodes in the top layer make one very long selection prompt")
+    for name, j in (h.get("judges") or {}).items():
+        rates = j.get("rates") or {}
+        if any(r is not None and r > MOSTLY_ACCEPTS for r in rates.values()):
+            out.append(f"judge {name} accepts {', '.join(f'{_pct(r)} of {k}' for k, r in rates.items())} known-wrong "
+                       "answers: its accuracy is not meaningful; read token F1 first")
+        elif j.get("criterion") == "generous":
+            gaps = [k for k, r in rates.items() if r is not None and k in j["reference"]
+                    and abs(r - j["reference"][k]) > LENIENCY_GAP]
+            if gaps:
+                ref = j["reference"]
+                got = ", ".join(f"{_pct(rates[k])} of {k}" for k in gaps)
+                out.append(f"judge {name} (generous) accepts {got} known-wrong answers; the reference judge "
+                           f"accepts {', '.join(_pct(ref[k]) for k in gaps)}")
+    return out
+
+
+def run_health(run_dir: str | Path) -> dict[str, Any]:
+    """The health figures and warnings of a run directory (every part optional: what is there is read)."""
+    run = Path(run_dir)
+    cfg = _json(run / "config.json") or {}
+    s2cfg = ((cfg.get("retrieval") or {}).get("system2") or {})
+    health: dict[str, Any] = {"fidelity": cfg.get("fidelity")}
+    traversals = _jsonl(run / "traversal.jsonl")
+    if traversals:
+        health["system2"] = system2_health(traversals, s2cfg.get("entity_round"))
+    recall = _json(run / "recall.json")
+    if isinstance(recall, Mapping):
+        health["recall"] = route_recall(recall)
+    summary = _json(run / "build_summary.json")
+    if isinstance(summary, Mapping):
+        bg = base_graph_health(summary)
+        if bg:
+            bg["paper_table3_prompt_tokens_per_episode"] = PAPER_TABLE3_PROMPT_TOKENS
+            health["base_graph"] = bg
+    hierarchy = _json(run / "hierarchy_metrics.json")
+    if hierarchy:
+        health["hierarchy"] = hierarchy_health(hierarchy)
+    leniency = _json(run / "leniency.json")
+    if isinstance(leniency, Mapping):
+        health["judges"] = judge_health(leniency)
+    health["warnings"] = warnings(health)
+    return health
+
+
+def write_health(run_dir: str | Path) -> dict[str, Any]:
+    """Compute :func:`run_health` and write it to ``health.json`` in the run directory."""
+    health = run_health(run_dir)
+    (Path(run_dir) / HEALTH_FILE).write_text(json.dumps(health, indent=2), encoding="utf-8")
+    return health
+
+
+def health_lines(health: Mapping[str, Any]) -> list[str]:
+    """The report's "Run health" section: warnings first, then the figures they come from."""
+    lines = ["## Run health", ""]
+    warns = health.get("warnings") or []
+    lines += [f"- **warning**: {w}" for w in warns] or ["- no warning: every check below is within its bound"]
+    lines.append("")
+    s2 = health.get("system2")
+    if s2:
+        lines.append(f"System-2 over {s2['questions']} questions: picked nothing {_pct(s2['picked_nothing'])}, no "
+                     f"shortcut {_pct(s2['no_shortcut'])}, fell back {_pct(s2['fell_back'])}, a context with nodes "
+                     f"{_pct(s2['with_context'])}, {s2['mean_rounds']:.1f} rounds on average, "
+                     f"{s2['invented_selections']} invented selections.")
+    rec = health.get("recall")
+    if rec:
+        lines.append("Direct evidence recall: " + ", ".join(
+            f"{k} {v:.3f}" if v is not None else f"{k} n/a" for k, v in rec.items()) + ".")
+    bg = health.get("base_graph")
+    if bg:
+        lines.append(f"Base graph: {bg['names_per_episode']:.2f} names and {bg['facts_per_episode']:.2f} facts per "
+                     f"episode over {bg['episodes']} episodes; {bg['prompt_tokens_per_episode']:.0f} prompt and "
+                     f"{bg['completion_tokens_per_episode']:.0f} completion tokens per episode (the paper's Table 3: "
+                     f"about {bg['paper_table3_prompt_tokens_per_episode']:,} prompt tokens per LoCoMo episode).")
+    for gid, g in (health.get("hierarchy") or {}).items():
+        lines.append(f"Hierarchy of {gid}: nodes per layer {g['nodes_per_layer']} (entities first), stop "
+                     f"{g['stop_reason'] or 'n/a'}, {g['promoted']} promoted.")
+    return lines + [""]
