@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -61,15 +62,17 @@ def graph_snapshot(store: Any, questions: Sequence[Question]) -> dict[str, Any]:
 def snapshot_from_build(run_dir: str | Path) -> Path | None:
     """Write ``explorer_graph.json`` for a run dir that has none (a run from before the explorer), from the
     store its ``build_summary.json`` names (relative paths: from the current directory, else from the run
-    dir's parents); None when the store cannot be found."""
-    from mnemis.store import GraphStore
+    dir's parents; opened read-only); None when the store cannot be found; ``StoreError`` when the file there is
+    not a mnemis store (it is left untouched)."""
+    from mnemis.store import GraphStore, StoreError
 
     run = Path(run_dir)
     out = run / GRAPH_FILE
     if out.is_file():
         return out
-    store_path = (_json(run / "build_summary.json", {}) or {}).get("store")
-    if not store_path:
+    summary = _json(run / "build_summary.json", {})
+    store_path = summary.get("store") if isinstance(summary, dict) else None
+    if not isinstance(store_path, str) or not store_path:
         return None
     candidates = [Path(store_path)] if Path(store_path).is_absolute() else \
         [Path.cwd() / store_path, *(p / store_path for p in run.resolve().parents)]
@@ -77,7 +80,11 @@ def snapshot_from_build(run_dir: str | Path) -> Path | None:
     if path is None:
         return None
     qids = {r.get("question_id") for r in _jsonl(run / "questions.jsonl")}
-    with GraphStore(path) as store:
+    try:
+        store = GraphStore(path, read_only=True)  # a report never writes into the store a run dir names
+    except StoreError as exc:
+        raise StoreError(f"{run / 'build_summary.json'} names the store {path}: {exc}") from None
+    with store:
         questions = [q for g in store.groups() for q in store.questions(g) if q.id in qids]
         snap = graph_snapshot(store, questions)
     out.write_text(json.dumps(snap, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -196,73 +203,79 @@ details>summary{cursor:pointer}.muted{color:#666}
 _JS = r"""
 const D = JSON.parse(document.getElementById('data').textContent);
 const $ = (s, el=document) => el.querySelector(s);
-const esc = s => String(s ?? '').replace(/[&<>"]/g, c => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]));
-const pct = x => x == null ? '–' : (100 * x).toFixed(1);
+// every value from the run dir reaches the page through esc (numbers too: a tampered file may hold a string)
+const esc = s => String(s ?? '').replace(/[&<>"']/g, c => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'}[c]));
+const isNum = x => typeof x === 'number' && isFinite(x);
+const pct = x => isNum(x) ? (100 * x).toFixed(1) : '–';
+const fix = (x, d) => isNum(x) ? x.toFixed(d) : '–';
+const arr = x => Array.isArray(x) ? x : [];
+const obj = x => x && typeof x === 'object' && !Array.isArray(x) ? x : {};
 const mark = v => v === true ? '<span class="ok">✓</span>' : v === false ? '<span class="bad">✗</span>' : '<span class="na">–</span>';
-function nodeName(g, id) { const n = ((D.groups[g] || {}).nodes || {})[id]; return n ? n.name : id; }
-const HEAD = Object.fromEntries(D.summary.map(s => [s.method, s.judge]));
-function headLabel(a, method) { const l = (a || {}).labels || {}, j = Object.keys(l);
+function nodeName(g, id) { const n = obj(obj(obj(D.groups[g]).nodes)[id]); return n.name ?? id; }
+const HEAD = Object.fromEntries(arr(D.summary).map(s => [s.method, s.judge]));
+function headLabel(a, method) { const l = obj(obj(a).labels), j = Object.keys(l);
   return HEAD[method] in l ? l[HEAD[method]] : j.length ? l[j[0]] : null; }
 
 function summary() {
-  const rows = D.summary.map(s => `<tr><td>${esc(s.method)}</td><td>${pct(s.accuracy)}</td>
-    <td>${s.ci ? pct(s.ci[0]) + '–' + pct(s.ci[1]) : '–'}</td><td>${s.total ?? '–'}</td>
-    <td>${s.f1 == null ? '–' : s.f1.toFixed(3)}</td><td>${pct(s.recall)}</td><td>${esc(s.judge)}</td></tr>`).join('');
+  const rows = arr(D.summary).map(s => `<tr><td>${esc(s.method)}</td><td>${pct(s.accuracy)}</td>
+    <td>${Array.isArray(s.ci) ? pct(s.ci[0]) + '–' + pct(s.ci[1]) : '–'}</td><td>${esc(s.total ?? '–')}</td>
+    <td>${fix(s.f1, 3)}</td><td>${pct(s.recall)}</td><td>${esc(s.judge)}</td></tr>`).join('');
   $('#summary').innerHTML = `<table><tr><th>method</th><th>accuracy %</th><th>95% CI</th><th>questions</th>
     <th>token F1</th><th>evidence recall %</th><th>judge</th></tr>${rows}</table>`;
 }
 
 function contextHtml(q) {
   if (!q.context) return '<p class="muted">no rendered memory in this run (mnemis was not evaluated)</p>';
-  const ev = new Set(q.evidence.map(e => e.line));
-  return '<pre>' + q.context.split('\n').map(l => ev.has(l.trim()) ? `<mark class="ev">${esc(l)}</mark>` : esc(l)).join('\n') + '</pre>';
+  const ev = new Set(arr(q.evidence).map(e => obj(e).line));
+  return '<pre>' + String(q.context).split('\n').map(l => ev.has(l.trim()) ? `<mark class="ev">${esc(l)}</mark>` : esc(l)).join('\n') + '</pre>';
 }
 
 function system1Html(q) {
   if (!q.system1) return '<p class="muted">no System-1 ranking recorded</p>';
-  const ev = new Set(q.evidence.map(e => e.id));
-  const ranks = q.system1.episodes.map((id, i) => [id, i + 1]).filter(([id]) => ev.has(id));
-  const list = q.evidence.map(e => { const r = q.system1.episodes.indexOf(e.id);
-    return `<li>${esc(e.id)}: ${r < 0 ? 'not ranked' : 'rank ' + (r + 1) + ' of ' + q.system1.episodes.length}</li>`; }).join('');
+  const eps = arr(q.system1.episodes), ev = new Set(arr(q.evidence).map(e => obj(e).id));
+  const ranks = eps.map((id, i) => [id, i + 1]).filter(([id]) => ev.has(id));
+  const list = arr(q.evidence).map(e => { const r = eps.indexOf(obj(e).id);
+    return `<li>${esc(obj(e).id)}: ${r < 0 ? 'not ranked' : 'rank ' + (r + 1) + ' of ' + eps.length}</li>`; }).join('');
   return `<ul>${list || '<li class="muted">no evidence turns</li>'}</ul><p class="muted">top episodes: ${
-    q.system1.episodes.slice(0, 5).map(esc).join(', ')}; ${ranks.length} of ${ev.size} evidence turns ranked</p>`;
+    eps.slice(0, 5).map(esc).join(', ')}; ${ranks.length} of ${ev.size} evidence turns ranked</p>`;
 }
 
 function treeHtml(q) {
   const t = q.traversal;
   if (!t) return '<p class="muted">no System-2 traversal recorded</p>';
-  t.rounds = t.rounds || [];
-  if (!t.rounds.length) return `<p class="muted">no rounds${t.fallback ? ' (fell back: ' + esc(t.fallback) + ')' : ''}</p>`;
-  const g = (D.groups[q.group] || {}), kids = g.children || {};
-  const roundOf = {}; t.rounds.forEach((r, i) => (r.candidates || []).forEach(c => { if (!(c in roundOf)) roundOf[c] = i; }));
+  const rounds = arr(t.rounds).map(obj);
+  if (!rounds.length) return `<p class="muted">no rounds${t.fallback ? ' (fell back: ' + esc(t.fallback) + ')' : ''}</p>`;
+  const kids = obj(obj(D.groups[q.group]).children);
+  const roundOf = {}; rounds.forEach((r, i) => arr(r.candidates).forEach(c => { if (!(c in roundOf)) roundOf[c] = i; }));
   const seen = new Set();
   function node(id, ri) {
-    const r = t.rounds[ri]; if (!r || seen.has(id)) return ''; seen.add(id);
-    const sel = (r.selected || []).includes(id), short = (r.flagged || []).includes(id);
+    const r = rounds[ri]; if (!r || seen.has(id)) return ''; seen.add(id);
+    const sel = arr(r.selected).includes(id), short = arr(r.flagged).includes(id);
     const cls = short ? 'short' : sel ? 'sel' : 'skip';
     const tag = short ? '<span class="badge">shortcut: all children</span>' : sel ? '<span class="badge">selected</span>' : '';
-    const next = (kids[id] || []).filter(c => roundOf[c] === ri + 1);
+    const next = arr(kids[id]).filter(c => roundOf[c] === ri + 1);
     const label = `<span class="${cls}">${esc(nodeName(q.group, id))}</span>${tag}`;
     if (!next.length) return `<li class="leaf">${label}</li>`;
     return `<li><details class="node"><summary>${label} <span class="muted">(${next.length})</span></summary><ul>${
       next.map(c => node(c, ri + 1)).join('')}</ul></details></li>`;
   }
-  const roots = (t.rounds[0].candidates || []).map(c => node(c, 0)).join('');
-  const orphans = t.rounds.slice(1).flatMap((r, i) => (r.candidates || []).filter(c => !seen.has(c)).map(c => node(c, i + 1))).join('');
-  const inv = t.rounds.reduce((a, r) => a + (r.invented || 0), 0);
-  return `<div class="tree"><ul>${roots}${orphans}</ul></div><p class="muted">${t.rounds.length} rounds, ${
-    t.selected_nodes} nodes selected${inv ? `, <span class="inv">${inv} invented id(s) dropped</span>` : ''}${
+  const roots = arr(rounds[0].candidates).map(c => node(c, 0)).join('');
+  const orphans = rounds.slice(1).flatMap((r, i) => arr(r.candidates).filter(c => !seen.has(c)).map(c => node(c, i + 1))).join('');
+  const inv = rounds.reduce((a, r) => a + (isNum(r.invented) ? r.invented : 0), 0);
+  return `<div class="tree"><ul>${roots}${orphans}</ul></div><p class="muted">${rounds.length} rounds, ${
+    esc(t.selected_nodes ?? '?')} nodes selected${inv ? `, <span class="inv">${esc(inv)} invented id(s) dropped</span>` : ''}${
     t.fallback ? ', fell back: ' + esc(t.fallback) : ''}</p>`;
 }
 
 function detailHtml(q) {
-  const answers = D.methods.filter(m => q.methods[m]).map(m => { const a = q.methods[m];
-    const judges = Object.keys(a.labels || {}).map(j => `<div>${mark(a.labels[j])} <b>${esc(j)}</b>: ${
-      esc(a.rationales[j] || '(no rationale recorded)')}</div>`).join('');
+  const answers = D.methods.filter(m => q.methods[m]).map(m => { const a = obj(q.methods[m]);
+    const labels = obj(a.labels), why = obj(a.rationales);
+    const judges = Object.keys(labels).map(j => `<div>${mark(labels[j])} <b>${esc(j)}</b>: ${
+      esc(why[j] || '(no rationale recorded)')}</div>`).join('');
     return `<tr><td>${esc(m)}</td><td>${esc(a.answer)}${a.error ? ' <span class="bad">' + esc(a.error) + '</span>' : ''}</td>
       <td>${judges}</td><td>${a.reached == null ? '–' : a.reached ? 'yes' : 'no'}</td></tr>`; }).join('');
   return `<p><b>gold:</b> ${esc(q.gold)}</p><table><tr><th>method</th><th>answer</th><th>judges</th><th>evidence reached</th></tr>${answers}</table>
-    <h3>Evidence turns</h3><ul>${q.evidence.map(e => '<li>' + esc(e.line) + '</li>').join('') || '<li class="muted">none recorded</li>'}</ul>
+    <h3>Evidence turns</h3><ul>${arr(q.evidence).map(e => '<li>' + esc(obj(e).line) + '</li>').join('') || '<li class="muted">none recorded</li>'}</ul>
     <h3>Rendered memory (mnemis; evidence turns marked)</h3>${contextHtml(q)}
     <h3>System-1 ranks of the evidence</h3>${system1Html(q)}
     <h3>System-2 traversal</h3>${treeHtml(q)}`;
@@ -300,14 +313,14 @@ function filter() {
 }
 
 function hierarchy() {
-  const parts = Object.entries(D.groups).map(([g, v]) => {
-    const m = v.metrics || {}, layers = Object.keys(v.layers || {}).map(Number).sort((a, b) => b - a);
-    const kids = v.children || {};
-    const li = id => { const c = kids[id] || [];
+  const parts = Object.entries(obj(D.groups)).map(([g, v]) => { v = obj(v);
+    const m = obj(v.metrics), layers = Object.keys(obj(v.layers)).map(Number).sort((a, b) => b - a);
+    const kids = obj(v.children);
+    const li = id => { const c = arr(kids[id]);
       return c.length ? `<li><details class="cat"><summary>${esc(nodeName(g, id))} <span class="muted">(${c.length})</span></summary><ul>${
         c.map(li).join('')}</ul></details></li>` : `<li>${esc(nodeName(g, id))}</li>`; };
-    const top = layers.length ? (v.layers[String(layers[0])] || []) : [];
-    return `<details class="group"><summary><b>${esc(g)}</b>: ${m.entities ?? '?'} entities, ${m.layers ?? layers.length} layers, nodes per layer ${
+    const top = layers.length ? arr(v.layers[String(layers[0])]) : [];
+    return `<details class="group"><summary><b>${esc(g)}</b>: ${esc(m.entities ?? '?')} entities, ${esc(m.layers ?? layers.length)} layers, nodes per layer ${
       esc(JSON.stringify(m.nodes_per_layer || []))}, coverage ${pct(m.coverage)}%</summary>${
       top.length ? '<div class="tree"><ul>' + top.map(li).join('') + '</ul></div>' : '<p class="muted">no categories recorded</p>'}</details>`;
   });
@@ -318,9 +331,15 @@ summary(); questions(); hierarchy();
 """
 
 
+# inside <script>: "<" and ">" could open a tag or a comment ("<!--<script>" makes the parser swallow the page's
+# own script), "&" an entity; U+2028/U+2029 end a line in older JavaScript. Escaped (\u003c) they are the same JSON.
+_JSON_UNSAFE = re.compile("[<>&\u2028\u2029]")
+
+
 def render_html(data: dict[str, Any]) -> str:
     """The page for ``data`` (:func:`explorer_data`): data, style and script inline."""
-    payload = json.dumps(data, ensure_ascii=False, default=str).replace("</", "<\\/")
+    payload = json.dumps(data, ensure_ascii=False, default=str)
+    payload = _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", payload)
     title = html.escape(f"Mnemis run: {data.get('run', '')}")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>

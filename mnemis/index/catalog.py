@@ -23,8 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +33,8 @@ import numpy as np
 from mnemis.index.bm25 import BM25Index
 from mnemis.index.vector import VectorIndex, load_vector_index, make_vector_index
 from mnemis.ingest.embed_items import BM25_RECIPE, EpisodeRecipe, item_texts
+from mnemis.paths import safe_name
+from mnemis.store.lock import file_lock
 from mnemis.store.sqlite import GraphStore
 
 log = logging.getLogger(__name__)
@@ -56,10 +58,6 @@ class ItemIndexes:
 
     def __len__(self) -> int:
         return len(self.ids)
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:48] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
 
 
 class IndexCatalog:
@@ -136,7 +134,8 @@ class IndexCatalog:
         if len(keep) != len(vids):
             vids, vecs = [vids[n] for n in keep], vecs[keep]
         fp = self._fingerprint(ids, texts, vids, vecs)
-        folder = self.cache_dir / _safe(group_id) / f"{item}-{self.settings_key()}" if self.cache_dir is not None else None
+        folder = None if self.cache_dir is None else \
+            self.cache_dir / safe_name(group_id, hashed=True) / f"{item}-{self.settings_key()}"
         if folder is not None:
             loaded = self._try_load(folder, fp, group_id, item, ids, texts, vids, vecs)
             if loaded is not None:
@@ -152,11 +151,14 @@ class IndexCatalog:
         return built
 
     def _try_load(self, folder: Path, fp: str, group_id: str, item: str, ids, texts, vids, vecs) -> ItemIndexes | None:
-        manifest = folder / "manifest.json"
-        if not manifest.exists():
+        if not (folder / "manifest.json").exists():
             return None
+        with file_lock(_lock_file(folder), shared=True):  # never half of one save and half of another
+            return self._load(folder, fp, group_id, item, ids, texts, vids, vecs)
+
+    def _load(self, folder: Path, fp: str, group_id: str, item: str, ids, texts, vids, vecs) -> ItemIndexes | None:
         try:
-            if json.loads(manifest.read_text()).get("fingerprint") != fp:
+            if json.loads((folder / "manifest.json").read_text()).get("fingerprint") != fp:
                 log.info("index %s/%s is stale; rebuilding", group_id, item)
                 return None
             bm25 = BM25Index.load(folder / "bm25")
@@ -173,11 +175,36 @@ class IndexCatalog:
         return ItemIndexes(group_id, item, ids, bm25, vector, fp, len(ids) - len(vids), texts)
 
     def _save(self, folder: Path, built: ItemIndexes) -> None:
-        tmp = folder.with_name(folder.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        built.bm25.save(tmp / "bm25")
-        if built.vector is not None and self.vector != "exact":
-            built.vector.save(tmp / "vector")
-        (tmp / "manifest.json").write_text(json.dumps({"fingerprint": built.fingerprint, "n": len(built.ids)}))
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)
+        """Write the index into a fresh temporary folder, then swap it in, all under the folder's lock: two
+        processes saving at once never mix their files, and a reader never sees a half-written index."""
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(_lock_file(folder)):
+            if _manifest(folder).get("fingerprint") == built.fingerprint:
+                return  # another process saved this very index meanwhile
+            for stale in folder.parent.glob(f".{folder.name}.*-*"):  # left by a killed save (we hold the lock)
+                shutil.rmtree(stale, ignore_errors=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+            old = folder.with_name(f".{folder.name}.old-{tmp.name.rsplit('-', 1)[-1]}")
+            try:
+                built.bm25.save(tmp / "bm25")
+                if built.vector is not None and self.vector != "exact":
+                    built.vector.save(tmp / "vector")
+                (tmp / "manifest.json").write_text(json.dumps({"fingerprint": built.fingerprint, "n": len(built.ids)}))
+                if folder.exists():
+                    folder.rename(old)
+                tmp.rename(folder)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.rmtree(old, ignore_errors=True)
+
+
+def _lock_file(folder: Path) -> Path:
+    return folder.with_name(f".{folder.name}.lock")
+
+
+def _manifest(folder: Path) -> dict:
+    try:
+        data = json.loads((folder / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -121,9 +121,19 @@ def file_lock(path: str | Path, *, shared: bool = False) -> Iterator[None]:
     if fcntl is None:  # pragma: no cover
         yield
         return
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
+    path, fh = Path(path), None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a+")  # noqa: SIM115 - closed below
+    except OSError:
+        if not shared:
+            raise
+        with contextlib.suppress(OSError):  # a read-only folder: a reader may still lock an existing file
+            fh = open(path)  # noqa: SIM115
+    if fh is None:  # a read-only folder without a lock file: no writer can change it either
+        yield
+        return
+    with fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield

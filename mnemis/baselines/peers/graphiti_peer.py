@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.baselines.peers.common import IngestProgress, PeerRun, request_timeout
+from mnemis.paths import child_path
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -91,14 +92,14 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
     llm = OpenAIGenericClient(config=LLMConfig(api_key=key, model=model, small_model=model, base_url=base_url,
                                                temperature=0.0, max_tokens=budget), max_tokens=budget, client=client)
     emb, cross = _clients(embedder, reranker)
-    driver = KuzuDriver(db=str(work / f"{group}.kuzu"))
+    driver = KuzuDriver(db=str(child_path(work, group, ".kuzu")))  # a group id is data: never a path of its own
     # graphiti-core 0.31.2 routes a group_id to a database of that name and reads ``driver._database``, which
     # the Kuzu driver never sets: one database per group here, so name it after the group
     driver._database = group
     graph = Graphiti(graph_driver=driver, llm_client=llm, embedder=emb, cross_encoder=cross)
     await graph.build_indices_and_constraints()
     await _kuzu_fulltext_indexes(driver)
-    progress = IngestProgress(work / f"{group}.done.json")
+    progress = IngestProgress(child_path(work, group, ".done.json"))
     for ep in list(episodes)[progress.done:]:  # a rerun resumes after the last added episode
         when = ep.valid_at if ep.valid_at.tzinfo else ep.valid_at.replace(tzinfo=timezone.utc)
         t0 = time.perf_counter()

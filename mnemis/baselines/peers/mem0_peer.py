@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.baselines.peers.common import IngestProgress, PeerRun, request_timeout
+from mnemis.paths import child_path
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
@@ -35,10 +36,10 @@ def _memory(group: str, peers: Mapping[str, Any], base_url: str, model: str, emb
     from mem0 import Memory
     from openai import OpenAI
 
-    folder = work / group
+    folder = child_path(work, group)  # a group id is data: never a path of its own
     folder.mkdir(parents=True, exist_ok=True)
     config = {
-        "vector_store": {"provider": "faiss", "config": {"collection_name": group, "path": str(folder / "faiss"),
+        "vector_store": {"provider": "faiss", "config": {"collection_name": folder.name, "path": str(folder / "faiss"),
                                                          "embedding_model_dims": dim, "distance_strategy": "cosine"}},
         "llm": {"provider": "openai", "config": {"model": model, "api_key": str(peers.get("api_key") or "EMPTY"),
                                                  "openai_base_url": base_url, "temperature": 0.0,
@@ -82,7 +83,7 @@ def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: Mapping[st
             for q in qs:
                 q_fail[index[q.id]] = groups[g]["error"]
             continue
-        progress = IngestProgress(work / g / "done.json")
+        progress = IngestProgress(child_path(work, g) / "done.json")
         for session in _sessions(eps)[progress.done:]:  # a rerun resumes after the last added session
             when = session[0].valid_at.isoformat()
             t0 = time.perf_counter()
