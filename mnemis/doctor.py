@@ -395,8 +395,8 @@ def doctor_command(args: Sequence[str]) -> int:
         return 1
     plain, launcher = got
     rows = checks(plain, launcher)
-    print_table(rows)
     print(AFTER_THE_RUN)
+    print_table(rows)  # the verdict stays the last line
     return 1 if any(r.status == "FAIL" for r in rows) else 0
 
 

@@ -93,7 +93,8 @@ def test_doctor_on_a_cpu_machine_names_the_missing_gpu_and_weights(monkeypatch, 
 def test_quickstart_passes_its_own_checks(tmp_path, capsys, locomo_path):
     args = ["experiment=quickstart", f"paths.shared_data_dir={locomo_path.parent}", f"paths.artifacts_dir={tmp_path}/a"]
     assert doctor.doctor_command(args) == 0, capsys.readouterr().out
-    assert capsys.readouterr().out.splitlines()[-1] == "all checks passed"
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "all checks passed" and "'Run health' section" in out  # points to it
 
 
 def test_preflight_stops_a_run_whose_checks_fail(monkeypatch, capsys):
