@@ -37,6 +37,7 @@ def test_every_paper_experiment_is_listed():
 def test_paper_experiments_get_the_paper_values(exp):
     cfg = to_plain(compose([f"experiment={exp}"]))
     assert cfg["fidelity"] == "paper" and _values(cfg) == PAPER_VALUES
+    assert cfg["embedder"]["dtype"] == "float32"  # the authors' metrics files: Precision.FLOAT32
     HierarchyConfig.coerce(cfg["hierarchy"])  # binds
 
 
