@@ -26,6 +26,7 @@ from mnemis.models.protocols import Embedder
 from mnemis.prompts.dedup_facts import DEDUP_FACTS, decisions_schema
 from mnemis.prompts.limits import DEFAULT_LIMITS, PromptLimits
 from mnemis.store.sqlite import GraphStore
+from mnemis.times import like
 from mnemis.types import Episode, Fact, fact_id, normalize_name
 
 DATE_FORMATS = {"day": "%Y-%m-%d", "datetime": "%Y-%m-%dT%H:%M:%S"}
@@ -116,8 +117,9 @@ def _build_facts(state: GroupFacts, ep: Episode, ext: EpisodeExtraction, resolve
             stats["facts.duplicate_in_episode"] += 1
             continue
         seen.add(key)
-        valid = datetime.fromisoformat(rec.valid_at) if rec.valid_at else ep.valid_at
-        invalid = datetime.fromisoformat(rec.invalid_at) if rec.invalid_at else None
+        # the LLM's dates are naive: next to aware message times they are read in the message's zone
+        valid = like(datetime.fromisoformat(rec.valid_at), ep.valid_at) if rec.valid_at else ep.valid_at
+        invalid = like(datetime.fromisoformat(rec.invalid_at), ep.valid_at) if rec.invalid_at else None
         if invalid is not None and invalid < valid:
             stats["skip.bad_date"] += 1
             invalid = None

@@ -132,3 +132,28 @@ def test_a_group_stored_with_mixed_times_before_the_rule_still_searches(tmp_path
         mem.store.upsert_episodes([late])  # what an older mnemis wrote: a naive and an aware time in one group
         text = mem.search(["Where did Miso go?"], group="old", route="system1").texts[0]
         assert "day 0" in text and "day 1" in text
+
+
+def test_dates_the_llm_writes_follow_the_kind_of_the_episode_times(tmp_path):
+    """A fact's dates come from the LLM as naive dates; next to aware message times they are read in the message's
+    zone, so comparing them (an end before its start, a contradiction) never mixes kinds."""
+    from mnemis.models.llm.client import LLM
+    from mnemis.models.llm.scripted import ScriptedBackend
+    from mnemis.scale.responder import base_graph_responder
+
+    def responder(req):
+        reply = base_graph_responder(req)
+        if req.stage == "extract_facts":
+            for i, fact in enumerate(reply["facts"]):
+                fact.update({"valid_at": "" if i % 2 else "2024-04-01", "invalid_at": "2024-06-01"})
+        return reply
+
+    emb = HashingEmbedder(64)
+    llm = LLM(ScriptedBackend(responder), cache_dir=None, cache_mode="off", max_retries=1)
+    with Memory.from_models(llm, emb, CosineReranker(embedder=emb), path=tmp_path / "m.db",
+                            overrides=["experiment=quickstart"]) as mem:
+        mem.add("g", [{"speaker": "Alice", "text": "Miso met Carla and Dana in Denver.", "time": "2024-05-01T10:00"}])
+        facts = mem.store.facts("g")
+        assert len(facts) >= 2
+        assert {f.valid_at for f in facts} == {datetime(2024, 4, 1, tzinfo=UTC), datetime(2024, 5, 1, 10, tzinfo=UTC)}
+        assert {f.invalid_at for f in facts} == {datetime(2024, 6, 1, tzinfo=UTC)}
