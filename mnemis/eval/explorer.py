@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mnemis.paths import safe_name
 from mnemis.types import Question
 
 HTML_FILE = "report.html"
@@ -62,8 +63,8 @@ def graph_snapshot(store: Any, questions: Sequence[Question]) -> dict[str, Any]:
 def snapshot_from_build(run_dir: str | Path) -> Path | None:
     """Write ``explorer_graph.json`` for a run dir that has none (a run from before the explorer), from the
     store its ``build_summary.json`` names (relative paths: from the current directory, else from the run
-    dir's parents; opened read-only); None when the store cannot be found; ``StoreError`` when the file there is
-    not a mnemis store (it is left untouched)."""
+    dir's parents; opened read-only); None when the store cannot be found; ``StoreError`` when the file
+    there is not a mnemis store (it is left untouched)."""
     from mnemis.store import GraphStore, StoreError
 
     run = Path(run_dir)
@@ -112,13 +113,15 @@ def _jsonl(path: Path) -> Iterable[dict[str, Any]]:
 
 
 def _rationales(run: Path) -> dict[tuple[str, str, str], str]:
-    """``(method, judge, question_id) -> reasoning`` from ``progress/judge.<method>.<seed>.<judge>.jsonl``."""
+    """``(method, judge file name, question_id) -> reasoning`` from the judges' progress files,
+    ``progress/judge.<method>.<seed>.<judge>.jsonl`` (the judge's name as :func:`mnemis.paths.safe_name` made
+    it a file name; it may contain dots)."""
     out: dict[tuple[str, str, str], str] = {}
     for f in sorted((run / "progress").glob("judge.*.jsonl")):
-        parts = f.name.split(".")
-        if len(parts) < 5:
+        parts = f.name.removeprefix("judge.").removesuffix(".jsonl").split(".", 2)
+        if len(parts) < 3:
             continue
-        method, judge = parts[1], parts[3]
+        method, judge = parts[0], parts[2]
         for row in _jsonl(f):
             if row.get("reasoning"):
                 out[(method, judge, row.get("question_id", ""))] = row["reasoning"]
@@ -171,7 +174,7 @@ def explorer_data(run_dir: str | Path) -> dict[str, Any]:
         labels = r.get("audited_labels") or r.get("labels") or {}
         q["methods"].setdefault(method, {
             "answer": r.get("answer"), "error": r.get("answer_error"), "labels": labels, "seed": r.get("seed", 0),
-            "rationales": {j: why.get((method, j, qid), "") for j in labels},
+            "rationales": {j: why.get((method, safe_name(str(j)), qid), "") for j in labels},
             "reached": (bool(ev & set(r.get("context_ids") or [])) if ev and r.get("context_ids") else None)})
     hier = _json(run / "hierarchy_metrics.json", {}) or {}
     if isinstance(hier, list):  # a list of per-group metrics
@@ -331,8 +334,9 @@ summary(); questions(); hierarchy();
 """
 
 
-# inside <script>: "<" and ">" could open a tag or a comment ("<!--<script>" makes the parser swallow the page's
-# own script), "&" an entity; U+2028/U+2029 end a line in older JavaScript. Escaped (\u003c) they are the same JSON.
+# inside <script>: "<" and ">" could open a tag or a comment ("<!--<script>" makes the parser swallow the
+# page's own script), "&" an entity; U+2028/U+2029 end a line in older JavaScript. Escaped (\u003c) they are
+# the same JSON.
 _JSON_UNSAFE = re.compile("[<>&\u2028\u2029]")
 
 

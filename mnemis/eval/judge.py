@@ -21,6 +21,7 @@ from mnemis.eval.answer import AnswerRecord
 from mnemis.eval.progress import JsonlProgress, item_key
 from mnemis.models.llm.base import LLMRequest, Sampling
 from mnemis.models.llm.chunks import chunk_size, chunked
+from mnemis.paths import safe_name
 from mnemis.prompts.judge_locomo import LOCOMO_CRITERIA
 from mnemis.prompts.judge_longmemeval import (
     JUDGE_LONGMEMEVAL,
@@ -169,7 +170,9 @@ def judge_answers(
     per judge and chunk (stage ``judge:<name>``). ``progress``: a JSONL path; each judge appends to
     ``<stem>.<name>.jsonl`` beside it."""
     def log_path(name: str) -> Path | None:
-        return None if progress is None else Path(progress).with_name(f"{Path(progress).stem}.{name}.jsonl")
+        if progress is None:
+            return None
+        return Path(progress).with_name(f"{Path(progress).stem}.{safe_name(name)}.jsonl")  # a name, not a path
 
     return {name: judge_one_llm(llm, questions, answers, golds=golds, max_tokens=max_tokens,
                                 stage=f"judge:{name}", progress=log_path(name))

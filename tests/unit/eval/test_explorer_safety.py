@@ -141,3 +141,28 @@ def test_report_reads_a_real_store_without_writing_to_it(tmp_path):
     for store in (str(tmp_path / "nope.db"), 42):
         _run_naming(tmp_path, store)
         assert snapshot_from_build(run) is None and not (tmp_path / "nope.db").exists()
+
+
+def test_a_judge_name_is_a_file_name_only_after_cleaning_and_the_explorer_still_finds_its_rationales(tmp_path):
+    """Judge names come from the config (often model names: ``Qwen/Qwen2.5-7B``); their progress files stay
+    inside the run's progress folder and the page shows their rationales."""
+    from eval_helpers import make_question, scripted_llm, verdict
+
+    from mnemis.eval.explorer import explorer_data
+    from mnemis.eval.judge import judge_answers
+
+    run = tmp_path / "run"
+    progress = run / "progress" / "judge.mnemis.0.jsonl"
+    progress.parent.mkdir(parents=True)
+    names = ["Qwen/Qwen2.5-7B", "../../escape", "plain"]
+    judges = {n: scripted_llm(lambda r: verdict("CORRECT"))[0] for n in names}
+    q = make_question(0)
+    labels = judge_answers(judges, [q], ["Paris"], progress=progress)
+    assert all(labels[n] == [True] for n in names)
+    files = sorted(p.name for p in progress.parent.iterdir())
+    assert len(files) == 3 and "judge.mnemis.0.plain.jsonl" in files and not (tmp_path / "escape.jsonl").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    (run / "questions.jsonl").write_text(json.dumps({"method": "mnemis", "question_id": q.id, "group_id": q.group_id,
+                                                     "question": q.question, "labels": {n: True for n in names}}))
+    why = explorer_data(run)["questions"][0]["methods"]["mnemis"]["rationales"]
+    assert why == {n: "compared with the gold answer" for n in names}
