@@ -20,7 +20,7 @@ from mnemis.config import config_hash, drop_fields, to_plain
 from mnemis.data.load import load_dataset
 from mnemis.data.sources import SOURCES, DataDirs, side_file
 from mnemis.roles import check_roles, roles_summary, run_seeds
-from mnemis.scale.shard import restrict_dataset, sharded_address
+from mnemis.scale.shard import sharded_address
 from mnemis.store import GraphStore
 from mnemis.types import Dataset, Question
 
@@ -40,6 +40,7 @@ ENGINE_FIELDS = frozenset({"cpu_threads_bind", "gpu_memory_utilization", "kv_cac
                            "data_parallel_size", "lazy", "chunk_size"})
 NOT_BUILD_FIELDS = frozenset({"cache_dir", "cache_mode", "show_progress"}) | ENGINE_FIELDS
 GRAPH_METHODS = {"mnemis"}
+LOCOMO_DATASETS = ("locomo", "locomo_plus")  # LoCoMo's questions: audit and judge stress apply
 METHODS = ("mnemis", "rag", "full_context", "mem0", "mem0g", "graphiti", "mem0_oss")
 
 
@@ -66,9 +67,11 @@ def load_configured_dataset(plain: dict[str, Any]) -> Dataset:
         ds["name"], ds.get("path"), download=bool(ds.get("download", True)), groups=sl.get("groups"),
         data_dirs=DataDirs.from_paths(plain.get("paths")),
         max_groups=sl.get("max_groups"), sessions=sl.get("sessions"), max_questions=sl.get("max_questions"),
-        categories=sl.get("categories"),
+        categories=sl.get("categories"), episodes=sl.get("episodes"),
+        options={k: v for k, v in ds.items() if k not in ("name", "path", "download", "slice")},
+        shard=plain.get("shard"),  # applied by the loader (LongMemEval-M selects while it streams)
     )
-    return restrict_dataset(data, plain.get("shard"))
+    return data
 
 
 def artifact_dir(plain: dict[str, Any]) -> Path:
@@ -169,7 +172,7 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models, tracker: Any = No
         tracker = make_tracker(plain.get("tracker"), dir=str(out))
         tracker.log_config(plain)
     dirs = DataDirs.from_paths(plain.get("paths"))
-    audit = judge_cfg.get("audit") and data.name == "locomo" and (
+    audit = judge_cfg.get("audit") and data.name in LOCOMO_DATASETS and (
         judge_cfg.get("audit_path") or side_file("locomo_audit", dirs))
     if audit and not Path(audit).exists():
         audit = False
@@ -187,6 +190,7 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models, tracker: Any = No
                     answer_prompt=answer_prompt_for(answer_cfg, method),
                     answer_temperature=float(answer_cfg.get("temperature") or 0.0),
                     judge_max_tokens=judge_cfg.get("max_tokens", 200),  # an int or "auto" (the schema's worst case)
+                    graded_settings=judge_cfg.get("graded"),  # BEAM / LoCoMo-Plus scorers (mnemis.eval.graded)
                 )
             timings[method] = round(time.perf_counter() - t0, 2)
         from mnemis.eval.explorer import GRAPH_FILE, graph_snapshot
@@ -200,11 +204,15 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models, tracker: Any = No
     roles["seeds"] = seeds
     _write(out / "roles.json", roles)
     len_cfg = dict(judge_cfg.get("leniency") or {})
-    if len_cfg.get("enabled") and data.name == "locomo" and not len_cfg.get("path"):
+    if len_cfg.get("enabled") and data.name in LOCOMO_DATASETS and not len_cfg.get("path"):
         len_cfg["path"] = side_file("judge_stress", dirs) or dirs.home / SOURCES["judge_stress"].filename
     boot = judge_cfg.get("bootstrap") or {}
+    from mnemis.eval.graded_leniency import write_graded_leniency
+
+    write_graded_leniency(out, judges, questions, judge_cfg)  # graded judges' controls, when enabled
     metrics = finalize_run(
-        out, ledger=models.ledger(), leniency_judges=judges if len_cfg.get("enabled") and data.name == "locomo" else None,
+        out, ledger=models.ledger(),
+        leniency_judges=judges if len_cfg.get("enabled") and data.name in LOCOMO_DATASETS else None,
         leniency_n=len_cfg.get("n"), leniency_path=len_cfg.get("path"),
         separate=tuple(judge_cfg.get("separate_categories") or ()), failed=judge_cfg.get("failed", "wrong"),
         n_boot=int(boot.get("n_boot", 1000)), seed=int(boot.get("seed", 0)), tracker=tracker,

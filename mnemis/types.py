@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -114,6 +114,10 @@ class Question(Record):
     question_date: datetime | None = None
     index: int = Field(0, description="index into the source's question list for this group")
     abstention: bool = False
+    meta: dict[str, Any] = Field(
+        default_factory=dict,
+        description="gold-side, type-specific fields (BEAM rubric and ordering items, LoCoMo-Plus cue and relation "
+                    "type, the scorer to use): read by judges and reports, never by an answer prompt")
 
 
 class Dataset(BaseModel):

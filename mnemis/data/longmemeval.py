@@ -57,65 +57,72 @@ def load_longmemeval(path: str | Path | None = None, *, download: bool = True,
     episodes: list[Episode] = []
     questions: list[Question] = []
     groups: list[str] = []
+    seen: set[str] = set()
     for qi, item in enumerate(raw):
-        where = f"{file.name}[{qi}]"
-        qid = str(require(item, "question_id", (str, int), where))
-        where = f"{file.name}:{qid}"
-        if qid in groups:
-            raise DataError(where, "duplicate question_id")
-        sids = require(item, "haystack_session_ids", list, where)
-        dates = require(item, "haystack_dates", list, where)
-        sessions = require(item, "haystack_sessions", list, where)
-        if not (len(sids) == len(dates) == len(sessions)):
-            raise DataError(
-                where, f"haystack_session_ids/dates/sessions lengths differ ({len(sids)}/{len(dates)}/{len(sessions)})"
-            )
-        answer_sessions = set(map(str, item.get("answer_session_ids", []) or []))
-        group_eps: list[Episode] = []
-        evidence: list[str] = []
-        for si, (sid, date, turns) in enumerate(zip(sids, dates, sessions)):
-            start = parse_lme_date(date, f"{where}.haystack_dates[{si}]")
-            if not isinstance(turns, list):
-                raise DataError(f"{where}.haystack_sessions[{si}]", "expected a list of turns")
-            for ti, turn in enumerate(turns):
-                tw = f"{where}.haystack_sessions[{si}][{ti}]"
-                role = require(turn, "role", str, tw)
-                if role not in ROLES:
-                    raise DataError(f"{tw}.role", f"unknown role {role!r} (expected one of {', '.join(ROLES)})")
-                content = require(turn, "content", str, tw)
-                source_id = f"S{si + 1}:{ti + 1}"
-                ep = Episode(
-                    id=Episode.make_id(qid, source_id),
-                    group_id=qid,
-                    source_id=source_id,
-                    name=f"Text {si + 1}-{ti}",
-                    speaker=role,
-                    content=f"{role}: {content}",
-                    valid_at=start + ti * TURN_SPACING,
-                    session=si + 1,
-                    turn=ti,
-                    position=len(group_eps),
-                )
-                group_eps.append(ep)
-                if turn.get("has_answer") or (str(sid) in answer_sessions and role == "user" and not _any_flag(turns)):
-                    evidence.append(ep.id)
+        qid, group_eps, question = parse_instance(item, qi, file.name, seen)
         groups.append(qid)
         episodes.extend(group_eps)
-        qtype = require(item, "question_type", str, where)
-        questions.append(
-            Question(
-                id=f"{qid}:q0",
-                group_id=qid,
-                question=str(require(item, "question", (str, int), where)),
-                answer=str(require(item, "answer", (str, int, float), where)),
-                category=qtype,
-                evidence=evidence,
-                question_date=parse_lme_date(require(item, "question_date", str, where), f"{where}.question_date"),
-                index=0,
-                abstention=qid.endswith("_abs"),
-            )
-        )
+        questions.append(question)
     return Dataset(name="longmemeval", groups=groups, episodes=episodes, questions=questions)
+
+
+def parse_instance(item: Any, qi: int, fname: str, seen: set[str]) -> tuple[str, list[Episode], Question]:
+    """One question instance: its id (added to ``seen``), its haystack's episodes and its question."""
+    where = f"{fname}[{qi}]"
+    qid = str(require(item, "question_id", (str, int), where))
+    where = f"{fname}:{qid}"
+    if qid in seen:
+        raise DataError(where, "duplicate question_id")
+    seen.add(qid)
+    sids = require(item, "haystack_session_ids", list, where)
+    dates = require(item, "haystack_dates", list, where)
+    sessions = require(item, "haystack_sessions", list, where)
+    if not (len(sids) == len(dates) == len(sessions)):
+        raise DataError(
+            where, f"haystack_session_ids/dates/sessions lengths differ ({len(sids)}/{len(dates)}/{len(sessions)})"
+        )
+    answer_sessions = set(map(str, item.get("answer_session_ids", []) or []))
+    group_eps: list[Episode] = []
+    evidence: list[str] = []
+    for si, (sid, date, turns) in enumerate(zip(sids, dates, sessions)):
+        start = parse_lme_date(date, f"{where}.haystack_dates[{si}]")
+        if not isinstance(turns, list):
+            raise DataError(f"{where}.haystack_sessions[{si}]", "expected a list of turns")
+        for ti, turn in enumerate(turns):
+            tw = f"{where}.haystack_sessions[{si}][{ti}]"
+            role = require(turn, "role", str, tw)
+            if role not in ROLES:
+                raise DataError(f"{tw}.role", f"unknown role {role!r} (expected one of {', '.join(ROLES)})")
+            content = require(turn, "content", str, tw)
+            source_id = f"S{si + 1}:{ti + 1}"
+            ep = Episode(
+                id=Episode.make_id(qid, source_id),
+                group_id=qid,
+                source_id=source_id,
+                name=f"Text {si + 1}-{ti}",
+                speaker=role,
+                content=f"{role}: {content}",
+                valid_at=start + ti * TURN_SPACING,
+                session=si + 1,
+                turn=ti,
+                position=len(group_eps),
+            )
+            group_eps.append(ep)
+            if turn.get("has_answer") or (str(sid) in answer_sessions and role == "user" and not _any_flag(turns)):
+                evidence.append(ep.id)
+    qtype = require(item, "question_type", str, where)
+    question = Question(
+        id=f"{qid}:q0",
+        group_id=qid,
+        question=str(require(item, "question", (str, int), where)),
+        answer=str(require(item, "answer", (str, int, float), where)),
+        category=qtype,
+        evidence=evidence,
+        question_date=parse_lme_date(require(item, "question_date", str, where), f"{where}.question_date"),
+        index=0,
+        abstention=qid.endswith("_abs"),
+    )
+    return qid, group_eps, question
 
 
 def _any_flag(turns: list[Any]) -> bool:

@@ -16,10 +16,12 @@ def slice_dataset(
     sessions: tuple[int, int] | Sequence[int] | None = None,
     max_questions: int | None = None,
     categories: Sequence[str] | None = None,
+    episodes: tuple[int, int] | Sequence[int] | None = None,
 ) -> Dataset:
-    """Keep the named groups (or the first ``max_groups``), sessions ``lo..hi`` (inclusive, 1-based), and
-    at most ``max_questions`` questions per group. A question is kept only when all its evidence
-    lies inside the slice (questions without evidence are kept only when no session range is set)."""
+    """Keep the named groups (or the first ``max_groups``), sessions ``lo..hi`` (inclusive, 1-based), episodes
+    ``first..last`` of each group (inclusive, 1-based positions: for datasets whose sessions are long, such as
+    BEAM's), and at most ``max_questions`` questions per group. A question is kept only when all its evidence
+    lies inside the slice (questions without evidence are kept only when no session or episode range is set)."""
     keep = list(data.groups)
     if groups:
         unknown = [g for g in groups if g not in data.groups]
@@ -34,10 +36,16 @@ def slice_dataset(
         if len(sessions) != 2 or sessions[0] > sessions[1]:
             raise DataError("dataset.slice.sessions", f"expected [first, last], got {list(sessions)}")
         lo, hi = int(sessions[0]), int(sessions[1])
-    episodes = [
+    first, last = (None, None)
+    if episodes is not None:
+        if len(episodes) != 2 or episodes[0] > episodes[1] or episodes[0] < 1:
+            raise DataError("dataset.slice.episodes", f"expected [first, last] from 1, got {list(episodes)}")
+        first, last = int(episodes[0]) - 1, int(episodes[1]) - 1
+    kept_eps = [
         e for e in data.episodes if e.group_id in keep_set and (lo is None or lo <= e.session <= hi)  # type: ignore[operator]
+        and (first is None or first <= e.position <= last)  # type: ignore[operator]
     ]
-    kept_ids = {e.id for e in episodes}
+    kept_ids = {e.id for e in kept_eps}
     questions = []
     per_group: dict[str, int] = {}
     for q in data.questions:
@@ -45,7 +53,7 @@ def slice_dataset(
             continue
         if categories and q.category not in categories:
             continue
-        if lo is not None and (not q.evidence or not all(ev in kept_ids for ev in q.evidence)):
+        if (lo is not None or first is not None) and (not q.evidence or not all(ev in kept_ids for ev in q.evidence)):
             continue
         if max_questions is not None and per_group.get(q.group_id, 0) >= max_questions:
             continue
@@ -53,7 +61,7 @@ def slice_dataset(
         questions.append(q)
     positions: dict[str, int] = {}
     renumbered = []
-    for e in episodes:
+    for e in kept_eps:
         pos = positions.get(e.group_id, 0)
         positions[e.group_id] = pos + 1
         renumbered.append(e if e.position == pos else e.model_copy(update={"position": pos}))

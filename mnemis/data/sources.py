@@ -42,6 +42,8 @@ AUDIT_COMMIT = "9493fb4b4af4256ed17a18e8fd0b3cfdeec29539"
 # and checked on every later use. Set MNEMIS_LME_REVISION to a commit to pin harder.
 LME_REPO = "xiaowu0162/longmemeval-cleaned"
 LME_REVISION = "main"
+LOCOMO_PLUS_COMMIT = "059f4e3d38f7f1f96765e8e2cb7de3097551bffb"
+LOCOMO_PLUS_SHA256 = "af2fc6e5e0e88735e28d8dd1ef474b718861a73beb21779809e3b9e1a4fe3d23"
 CC_BY_NC = ("CC BY-NC 4.0 (Attribution-NonCommercial 4.0 International): credit the authors, "
             "non-commercial use only")
 TIMEOUT_S = 60.0
@@ -89,15 +91,16 @@ class Source:
     derive: Callable[[Sequence[bytes]], bytes] | None = None
     huggingface: bool = False        # served by the HF hub: refused while HF_HUB_OFFLINE=1
     notes: tuple[str, ...] = field(default=())
+    stream: bool = False             # too large to hold in memory: streamed to disk while hashed
 
 
 def _raw(repo: str, commit: str, path: str) -> str:
     return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
 
-def _lme_upstream() -> Upstream:
+def _lme_upstream(filename: str = "longmemeval_s_cleaned.json") -> Upstream:
     rev = os.environ.get("MNEMIS_LME_REVISION", LME_REVISION)
-    return Upstream(f"https://huggingface.co/datasets/{LME_REPO}/resolve/{rev}/longmemeval_s_cleaned.json", None)
+    return Upstream(f"https://huggingface.co/datasets/{LME_REPO}/resolve/{rev}/{filename}", None)
 
 
 SOURCES: dict[str, Source] = {
@@ -126,8 +129,19 @@ SOURCES: dict[str, Source] = {
         "longmemeval_s", "longmemeval_s_cleaned.json", None, (_lme_upstream(),),
         "MIT", "LongMemEval: Wu et al., ICLR 2025 (huggingface.co/datasets/xiaowu0162/longmemeval-cleaned)",
         huggingface=True),
+    "locomo_plus": Source(
+        "locomo_plus", "locomo_plus.json", LOCOMO_PLUS_SHA256,
+        (Upstream(_raw("xjtuleeyf/Locomo-Plus", LOCOMO_PLUS_COMMIT, "data/locomo_plus.json"), LOCOMO_PLUS_SHA256),),
+        CC_BY_NC, "LoCoMo-Plus: Beyond-Factual Cognitive Memory Evaluation, arXiv:2602.10715 "
+        "(github.com/xjtuleeyf/Locomo-Plus); built on LoCoMo"),
+    "longmemeval_m": Source(
+        "longmemeval_m", "longmemeval_m_cleaned.json", None, (_lme_upstream("longmemeval_m_cleaned.json"),),
+        "MIT", "LongMemEval: Wu et al., ICLR 2025 (huggingface.co/datasets/xiaowu0162/longmemeval-cleaned)",
+        huggingface=True, stream=True),
 }
 FILES = {s.filename: s for s in SOURCES.values()}
+# Fetched by name only (``mnemis data fetch longmemeval_m``), never by ``all``: 2.7 GB.
+NOT_IN_ALL = frozenset({"longmemeval_m"})
 
 
 @dataclass(frozen=True)
@@ -235,8 +249,8 @@ def fetch(key: str, dirs: DataDirs, *, mirror: str | None = None, force: bool = 
     if key not in SOURCES:
         raise DataError(key, f"unknown data file (known: {', '.join(SOURCES)}, all)")
     src = SOURCES[key]
-    if key == "longmemeval_s":
-        src = Source(**{**src.__dict__, "upstreams": (_lme_upstream(),)})
+    if src.huggingface and src.upstreams[0].url.startswith(f"https://huggingface.co/datasets/{LME_REPO}/"):
+        src = Source(**{**src.__dict__, "upstreams": (_lme_upstream(src.filename),)})  # MNEMIS_LME_REVISION
     dest = dirs.home / src.filename
     if dest.is_file() and not force:
         ok, msg = verify(src, dest)
@@ -244,6 +258,8 @@ def fetch(key: str, dirs: DataDirs, *, mirror: str | None = None, force: bool = 
             raise DataError(str(dest), msg.split(": ", 1)[1] + "; delete it or run with --force")
         return dest
     mirror = mirror if mirror is not None else os.environ.get("MNEMIS_DATA_MIRROR") or None
+    if src.stream:
+        return _fetch_streamed(src, dest, mirror, out, licence)
     if mirror:
         loc = _mirror_location(mirror, src.filename)
         out(f"{key}: fetching {loc}")
@@ -268,6 +284,62 @@ def fetch(key: str, dirs: DataDirs, *, mirror: str | None = None, force: bool = 
         _atomic_write(dest.with_name(dest.name + ".sha256"), f"{got}  {src.filename}\n".encode())
         out(f"{key}: no pinned sha256 for this file; recorded {got} in {dest.name}.sha256 (checked from now on)")
     out(f"{key}: {dest} ({len(data):,} bytes, sha256 {got[:12]}…)")
+    if licence:
+        out(f"  licence: {src.licence}. Source: {src.credit}.")
+    return dest
+
+
+def stream_to(url: str, dest: Path, want: str | None, *, out: Callable[[str], None] = print) -> tuple[str, int]:
+    """Copy ``url`` (or a local path) to ``dest`` in 1 MiB blocks, hashing as it goes: memory stays flat for
+    any size. Written to a temp file beside ``dest`` and renamed only when complete and matching ``want``
+    (a short body or a sha256 mismatch leaves nothing behind). Returns ``(sha256, bytes)``."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    h, total = hashlib.sha256(), 0
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if url.startswith("file://") or "://" not in url:
+                src_f, length = open(Path(url.removeprefix("file://")).expanduser(), "rb"), None
+            else:
+                req = urllib.request.Request(url, headers={"User-Agent": "mnemis-data-fetch"})
+                src_f = urllib.request.urlopen(req, timeout=TIMEOUT_S)
+                length = src_f.headers.get("Content-Length")
+            with src_f:
+                step = 0
+                for block in iter(lambda: src_f.read(1 << 20), b""):
+                    f.write(block)
+                    h.update(block)
+                    total += len(block)
+                    if length and total * 10 // int(length) > step:
+                        step = total * 10 // int(length)
+                        out(f"  {url}: {total:,}/{int(length):,} bytes")
+        if length is not None and total != int(length):
+            raise DataError(url, f"truncated download ({total} of {length} bytes); nothing was written")
+        got = h.hexdigest()
+        if want is not None and got != want:
+            raise DataError(url, f"sha256 mismatch (expected {want}, got {got}); nothing was written")
+        os.replace(tmp, dest)
+        return got, total
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        raise DataError(url, f"download failed: {exc}") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _fetch_streamed(src: Source, dest: Path, mirror: str | None, out: Callable[[str], None],
+                    licence: bool) -> Path:
+    if mirror:
+        url = _mirror_location(mirror, src.filename)
+    else:
+        if src.huggingface and os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false"):
+            raise DataError(src.filename, "HF_HUB_OFFLINE is set; unset it (or set MNEMIS_DATA_MIRROR) to fetch")
+        url = src.upstreams[0].url
+    out(f"{src.key}: fetching {url} (streamed to disk)")
+    got, size = stream_to(url, dest, src.sha256, out=out)
+    if src.sha256 is None:
+        _atomic_write(dest.with_name(dest.name + ".sha256"), f"{got}  {src.filename}\n".encode())
+        out(f"{src.key}: no pinned sha256 for this file; recorded {got} in {dest.name}.sha256 (checked from now on)")
+    out(f"{src.key}: {dest} ({size:,} bytes, sha256 {got[:12]}…)")
     if licence:
         out(f"  licence: {src.licence}. Source: {src.credit}.")
     return dest
@@ -304,7 +376,11 @@ def side_file(key: str, dirs: DataDirs | None = None) -> Path | None:
 
 def data_command(args: Sequence[str]) -> int:
     """``mnemis data fetch [names...|all] [--force]`` and ``mnemis data list``."""
-    usage = ("usage: mnemis data fetch [locomo|locomo_audit|judge_stress|longmemeval_s|all ...] [--force]\n"
+    from mnemis.data import beam_files
+
+    usage = ("usage: mnemis data fetch [locomo|locomo_audit|judge_stress|longmemeval_s|locomo_plus|beam|all ...] "
+             "[--force]\n"
+             "       mnemis data fetch longmemeval_m|beam_500K|beam_1M|beam_10M   (large: only by name)\n"
              "       mnemis data list\n"
              "Files go to $MNEMIS_DATA_DIR (default ~/.cache/mnemis/data); MNEMIS_DATA_MIRROR=<url or folder> "
              "fetches from a mirror.\n")
@@ -317,11 +393,22 @@ def data_command(args: Sequence[str]) -> int:
             found = dirs.find(src.filename)
             state = "missing" if found is None else ("ok  " if verify(src, found)[0] else "BAD ") + str(found)
             print(f"{key:14s} {src.filename:28s} {state}")
+        for key in beam_files.keys():
+            scale = beam_files.scale_key(key)
+            found = beam_files.find_scale(scale, dirs)
+            state = "missing" if found is None else (
+                ("ok  " if beam_files.verify_scale(scale, found)[0] else "BAD ") + str(found))
+            print(f"{key:14s} {'beam/' + scale + '/':28s} {state}")
         return 0
     names = [a for a in args[1:] if not a.startswith("-")] or ["all"]
     force = "--force" in args
     failed, licences = 0, {}
-    for key in list(SOURCES) if "all" in names else names:
+    every = [k for k in SOURCES if k not in NOT_IN_ALL] + ["beam"]
+    for key in every if "all" in names else names:
+        scale = beam_files.scale_key(key)
+        if scale is not None:
+            failed += _fetch_beam_command(key, scale, dirs, force, licences)
+            continue
         try:
             found = None if force or key not in SOURCES else dirs.find(SOURCES[key].filename)
             if found is not None:
@@ -337,3 +424,21 @@ def data_command(args: Sequence[str]) -> int:
     for licence, credits in licences.items():
         print(f"licence {licence}:\n" + "".join(f"  - {c}\n" for c in credits), end="")
     return 1 if failed else 0
+
+
+def _fetch_beam_command(key: str, scale: str, dirs: DataDirs, force: bool, licences: dict) -> int:
+    """``mnemis data fetch beam[_<scale>]``: 1 when it failed (the error printed), else 0."""
+    from mnemis.data import beam_files
+
+    try:
+        found = None if force else beam_files.find_scale(scale, dirs)
+        if found is not None:
+            ok, msg = beam_files.verify_scale(scale, found)
+            print(f"{key}: present at {found} ({msg if ok else 'BAD: ' + msg})")
+            return int(not ok)
+        beam_files.fetch_scale(scale, dirs, force=force)
+        licences.setdefault(beam_files.LICENCE, []).append(beam_files.CREDIT)
+        return 0
+    except DataError as exc:
+        print(f"{key}: FAILED: {exc}", file=sys.stderr)
+        return 1

@@ -19,7 +19,7 @@ from typing import Any
 
 from mnemis.eval.answer import answer_questions
 from mnemis.eval.audit import apply_audit, audit_id, audited_labels, default_audit_path
-from mnemis.eval.judge import judge_answers
+from mnemis.eval.graded import judge_mixed
 from mnemis.eval.progress import progress_file
 from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, build_records, dump_json, read_records, \
     write_records
@@ -60,6 +60,7 @@ def evaluate_method(
     flags: Sequence[Sequence[str]] | None = None,
     answer_prompt: Prompt = ANSWER,
     answer_temperature: float = 0.0,
+    graded_settings: Mapping[str, Any] | None = None,
 ) -> list[QuestionRecord]:
     """Answer (one batch), judge (one batch per judge), optionally audit, and store the records.
 
@@ -70,6 +71,8 @@ def evaluate_method(
         audit: True (default audit file) or a path: LoCoMo questions get audited labels (only the
             answer-changed ones are re-judged) and audited evidence for recall.
         judges: name -> ``mnemis.eval.judge.Judge`` (model + criterion) or a bare LLM.
+        graded_settings: the graded scorers' settings (``judge.graded``: ``partial``, ``max_lines``,
+            ``cognitive_partial``; :mod:`mnemis.eval.graded`), for questions whose ``meta`` names a scorer.
         answer_prompt / answer_temperature / seed: how the answers are sampled (one of
             ``mnemis.prompts.answer.ANSWER_PROMPTS``; the seed matters only with a temperature above 0).
     Rows of ``questions.jsonl`` with the same (method, seed) are replaced; other rows are kept.
@@ -78,8 +81,11 @@ def evaluate_method(
     answers = answer_questions(answer_llm, questions, contexts, max_tokens=answer_max_tokens, seed=seed,
                                prompt=answer_prompt, temperature=answer_temperature,
                                progress=progress_file(run_dir, "answer", method, seed))
-    labels = judge_answers(judges, questions, answers, max_tokens=judge_max_tokens,
-                           progress=progress_file(run_dir, "judge", method, seed))
+    labels, graded, graded_flags = judge_mixed(  # graded scorers (BEAM, LoCoMo-Plus) where questions ask for one
+        judges, questions, answers, max_tokens=judge_max_tokens, progress=progress_file(run_dir, "judge", method, seed),
+        graded_progress=progress_file(run_dir, "graded", method, seed), settings=graded_settings)
+    if any(graded_flags):
+        flags = [[*(flags[i] if flags is not None else []), *f] for i, f in enumerate(graded_flags)]
     audited, aud_labels, gold_questions = None, None, list(questions)
     if audit and any(audit_id(q) is not None for q in questions):
         path = default_audit_path() if audit is True else Path(audit)
@@ -91,7 +97,7 @@ def evaluate_method(
             log.warning("audit file %s not found; audited scores skipped", path)
     recall = _episode_recall(gold_questions, retrieved) if retrieved is not None else None
     records = build_records(questions, answers, labels, method=method, seed=seed, audited_labels=aud_labels,
-                            audited_questions=audited, contexts=retrieved, recall=recall, flags=flags)
+                            audited_questions=audited, contexts=retrieved, recall=recall, flags=flags, graded_scores=graded)
     path = Path(run_dir) / QUESTIONS_FILE
     kept = [r for r in read_records(path) if (r.method, r.seed) != (method, seed)] if path.exists() else []
     write_records(path, kept + records)

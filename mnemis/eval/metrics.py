@@ -39,18 +39,36 @@ def label_of(rec: QuestionRecord, judge: str, audited: bool = False) -> bool | N
     return rec.labels.get(judge)
 
 
+def score_of(rec: QuestionRecord, judge: str, audited: bool = False) -> float | None:
+    """The record's score from ``judge``: its graded score in [0, 1] when it has one (BEAM, LoCoMo-Plus
+    cognitive; ``mnemis.eval.graded``), else 1 / 0 from its label; None for a judge failure."""
+    if judge in rec.scores:
+        return rec.scores[judge]
+    lab = label_of(rec, judge, audited)
+    return None if lab is None else (1.0 if lab else 0.0)
+
+
 def _scores(records: Sequence[QuestionRecord], judge: str, audited: bool, failed: str) -> tuple[list, list, int]:
-    """(kept records, 0/1 scores, failures) under the failure policy."""
+    """(kept records, scores in [0, 1], failures) under the failure policy."""
     kept, scores, failures = [], [], 0
     for r in records:
-        lab = label_of(r, judge, audited)
-        if lab is None:
+        sc = score_of(r, judge, audited)
+        if sc is None:
             failures += 1
             if failed == "skip":
                 continue
         kept.append(r)
-        scores.append(1.0 if lab else 0.0)
+        scores.append(sc or 0.0)
     return kept, scores, failures
+
+
+def unscored_counts(records: Sequence[QuestionRecord]) -> dict[str, int]:
+    """Questions of a type no scorer knows (flag ``unscored``), per category: counted, never scored."""
+    out: dict[str, int] = {}
+    for r in records:
+        if "unscored" in r.flags:
+            out[r.category] = out.get(r.category, 0) + 1
+    return out
 
 
 def bootstrap_ci(
@@ -105,7 +123,7 @@ def accuracy_table(
     """``overall`` (categories not in ``separate``), ``by_category``, ``separate`` and ``judge_failures``."""
     if failed not in ("wrong", "skip"):
         raise ValueError("failed must be 'wrong' or 'skip'")
-    recs = [as_record(r) for r in records]
+    recs = [r for r in map(as_record, records) if "unscored" not in r.flags]  # counted by unscored_counts
     kw = dict(ci=ci, n_boot=n_boot, seed=seed, alpha=alpha)
     head = [r for r in recs if r.category not in separate]
     kept, scores, failures = _scores(head, judge, audited, failed)
@@ -222,6 +240,14 @@ def compute_metrics(
     out["headline_judge"] = headline if headline in names else (names[0] if names else None)
     labels = {j: [r.labels.get(j) for r in recs] for j in names}
     out["agreement"] = judge_agreement(labels) if len(labels) > 1 else {}
+    unscored = unscored_counts(recs)
+    if unscored:
+        out["unscored"] = unscored
+    if any(r.scores for r in recs):
+        from mnemis.eval.graded_metrics import graded_summary
+
+        for judge in names:
+            out["judges"][judge]["graded"] = graded_summary(recs, judge)
     return out
 
 

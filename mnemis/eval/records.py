@@ -66,13 +66,13 @@ def build_records(
     contexts: Sequence[RetrievedContext | Sequence[str] | None] | None = None,
     recall: Sequence[Mapping[str, float | None]] | None = None,
     flags: Sequence[Sequence[str]] | None = None,
-    graded: Mapping[str, Sequence[Mapping[str, Any] | None]] | None = None,
+    graded_scores: Mapping[str, Sequence[Mapping[str, Any] | None]] | None = None,
 ) -> list[QuestionRecord]:
     """Zip the per-question outputs of one method into records (all sequences in question order)."""
     n = len(questions)
     for name, seq in [("answers", answers), *((f"labels[{k}]", v) for k, v in labels.items()),
                       ("audited_questions", audited_questions), ("contexts", contexts), ("recall", recall),
-                      ("flags", flags), *((f"graded[{k}]", v) for k, v in (graded or {}).items())]:
+                      ("flags", flags), *((f"graded_scores[{k}]", v) for k, v in (graded_scores or {}).items())]:
         if seq is not None and len(seq) != n:
             raise ValueError(f"{name} has {len(seq)} items for {n} questions")
     out = []
@@ -91,8 +91,8 @@ def build_records(
             answer_span=a.span, graded=a.graded,
             answer_error=a.error, answer_scores=answer_scores(a.answer if a.ok else "", q.answer, q.category),
             labels={k: v[i] for k, v in labels.items()},
-            scores={k: g[i]["score"] for k, g in (graded or {}).items() if g[i] is not None},
-            score_details={k: g[i]["details"] for k, g in (graded or {}).items() if g[i] is not None},
+            scores={k: g[i]["score"] for k, g in (graded_scores or {}).items() if g[i] is not None},
+            score_details={k: g[i]["details"] for k, g in (graded_scores or {}).items() if g[i] is not None},
             audited_gold=aq.answer if aq is not None and aq.answer != q.answer else None,
             audited_labels={k: v[i] for k, v in (audited_labels or {}).items()},
             context_ids=_context_ids(ctx), recall=dict(recall[i]) if recall is not None else {},

@@ -321,6 +321,15 @@ def _hierarchy_section(h: Any) -> list[str]:
     return lines + [""]
 
 
+def _graded_lines(run: Path, metrics: Mapping[str, Any], qfile: Path) -> list[str]:
+    from mnemis.eval.graded_report import graded_section, health_section
+
+    lines = graded_section(run, metrics)
+    if lines and qfile.is_file():
+        lines += health_section(read_records(qfile))
+    return lines
+
+
 def write_report(run_dir: str | Path) -> Path:
     """Write ``report.md``, its plots and ``report.html`` (:mod:`mnemis.eval.explorer`) into ``run_dir`` from
     its files; returns the report path."""
@@ -348,6 +357,7 @@ def write_report(run_dir: str | Path) -> Path:
     lines += _roles_section(roles)
     lines += _accuracy_section(metrics, leniency, roles)
     lines += _answer_scores_section(metrics)
+    lines += _graded_lines(run, metrics, qfile)  # BEAM / LoCoMo-Plus: score parts, controls, health per ability
     if _plot_accuracy(metrics, run / "accuracy.png"):
         lines += ["![accuracy](accuracy.png)", ""]
     if leniency:
