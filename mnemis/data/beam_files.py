@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -206,3 +207,18 @@ def locate_scale(scale: str, dirs: DataDirs | None = None, *, fetch_missing: boo
                         f"({exc}). Run `mnemis data fetch beam{'' if scale == '100K' else '_' + scale}` on a "
                         "machine with network access, set MNEMIS_DATA_MIRROR, or set dataset.path") from None
 
+
+def fetch_command(key: str, scale: str, dirs: DataDirs, force: bool, licences: dict) -> int:
+    """``mnemis data fetch beam[_<scale>]``: 1 when it failed (the error printed), else 0."""
+    try:
+        found = None if force else find_scale(scale, dirs)
+        if found is not None:
+            ok, msg = verify_scale(scale, found)
+            print(f"{key}: present at {found} ({msg if ok else 'BAD: ' + msg})")
+            return int(not ok)
+        fetch_scale(scale, dirs, force=force)
+        licences.setdefault(LICENCE, []).append(CREDIT)
+        return 0
+    except DataError as exc:
+        print(f"{key}: FAILED: {exc}", file=sys.stderr)
+        return 1

@@ -407,7 +407,7 @@ def data_command(args: Sequence[str]) -> int:
     for key in every if "all" in names else names:
         scale = beam_files.scale_key(key)
         if scale is not None:
-            failed += _fetch_beam_command(key, scale, dirs, force, licences)
+            failed += beam_files.fetch_command(key, scale, dirs, force, licences)
             continue
         try:
             found = None if force or key not in SOURCES else dirs.find(SOURCES[key].filename)
@@ -425,20 +425,3 @@ def data_command(args: Sequence[str]) -> int:
         print(f"licence {licence}:\n" + "".join(f"  - {c}\n" for c in credits), end="")
     return 1 if failed else 0
 
-
-def _fetch_beam_command(key: str, scale: str, dirs: DataDirs, force: bool, licences: dict) -> int:
-    """``mnemis data fetch beam[_<scale>]``: 1 when it failed (the error printed), else 0."""
-    from mnemis.data import beam_files
-
-    try:
-        found = None if force else beam_files.find_scale(scale, dirs)
-        if found is not None:
-            ok, msg = beam_files.verify_scale(scale, found)
-            print(f"{key}: present at {found} ({msg if ok else 'BAD: ' + msg})")
-            return int(not ok)
-        beam_files.fetch_scale(scale, dirs, force=force)
-        licences.setdefault(beam_files.LICENCE, []).append(beam_files.CREDIT)
-        return 0
-    except DataError as exc:
-        print(f"{key}: FAILED: {exc}", file=sys.stderr)
-        return 1

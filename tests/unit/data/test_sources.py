@@ -153,15 +153,19 @@ def test_fresh_clone_fetches_all_then_loads_locomo(tmp_path):
     files = {name: (SHARED / name).read_bytes() for name in
              ("locomo10.json", "locomo_audit_errors.json", "locomo_judge_stress.json")}
     files["longmemeval_s_cleaned.json"] = json.dumps(lme).encode()
+    files["locomo_plus.json"] = (SHARED / "locomo_plus.json").read_bytes()
+    beam = {f"beam/100K/{p.parent.name}/{p.name}": p.read_bytes() for p in (SHARED / "beam" / "100K").glob("*/*.json")}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYTHONPATH=str(clone), HOME=str(tmp_path / "home"), MNEMIS_DATA_DIR=str(tmp_path / "data"))
-    with serve(files) as url:
+    with serve({**files, **beam}) as url:
         env["MNEMIS_DATA_MIRROR"] = url + "/redirect"
         res = subprocess.run([sys.executable, "-m", "mnemis.cli", "data", "fetch", "all"], cwd=tmp_path,
                              env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("CC BY-NC 4.0") == 1 and "MIT" in res.stdout  # each licence printed once
-    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == sorted([*files, "longmemeval_s_cleaned.json.sha256"])
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == sorted(
+        [*files, "longmemeval_s_cleaned.json.sha256", "beam"])
+    assert len(list((tmp_path / "data" / "beam" / "100K").glob("*/*.json"))) == 40 and "CC BY-SA 4.0" in res.stdout
     code = ("from mnemis.data.locomo import load_locomo; import mnemis; d = load_locomo(); "
             "print(mnemis.__file__, len(d.groups), len(d.questions), d.warnings.get('checksum_mismatch', 0))")
     env.pop("MNEMIS_DATA_MIRROR")
