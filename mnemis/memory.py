@@ -52,6 +52,7 @@ ROUTES = ("both", "system1", "system2")
 # the config sections that decide what a memory holds (a library memory's default file is addressed by them)
 MEMORY_KEYS = ("llm", "embedder", "ingest", "hierarchy")
 QUEUED = "memory.queued"  # progress stage: episodes an ``add`` stored for extraction (found by ``recover``)
+OPEN = "memory.open"  # progress stage: groups whose last ``add`` has not finished (key "add")
 _CONFIG = object()  # "take it from the config"
 
 
@@ -100,9 +101,9 @@ class Memory:
         if self._owns_store:
             left = self.unfinished()
             if left:
-                log.warning("memory %s has %d half-processed message(s) in %s (a process stopped during add); "
-                            "Memory.recover() or repeating that add finishes them", self.path,
-                            sum(left.values()), sorted(left))
+                log.warning("memory %s: an add was stopped before it finished in group(s) %s (%d message(s) not "
+                            "yet extracted); Memory.recover() or repeating that add finishes it", self.path,
+                            sorted(left), sum(left.values()))
 
     @classmethod
     def from_config(cls, overrides: Sequence[str] = (), *, path: str | Path | None = None, **options: Any) -> Memory:
@@ -158,14 +159,15 @@ class Memory:
         parsed = parse_messages(messages)
         with self._writing():
             new, repeated = self._episodes(group, parsed)
-            if new:  # stored and queued together: a kill from here on leaves them for recover()
-                with self.store.transaction():
-                    self.store.upsert_episodes(new)
-                    self.store.mark_done(QUEUED, group, [e.id for e in new])
+            with self.store.transaction():  # stored, queued and marked open together: a kill from here on
+                self.store.upsert_episodes(new)  # leaves them for recover() or a repeated add
+                self.store.mark_done(QUEUED, group, [e.id for e in new])
+                self.store.mark_done(OPEN, group, ["add"])
             left = self.store.progress_episodes((QUEUED, "extract"), unfinished=self._stages(),
                                                 group_id=group).get(group, [])
             have = {e.id for e in new + repeated}
             stats = self.add_episodes(new + repeated + self.store.episodes(group, [i for i in left if i not in have]))
+            self.store.clear_progress(OPEN, group)
         stats.counters["add.new"] += len(new)
         stats.counters["add.repeated"] += len(repeated)
         return stats
@@ -207,20 +209,26 @@ class Memory:
         return ("extract", "resolve", "facts") + ((EPISODE_STAGE,) if refresh == "episode" else ())
 
     def unfinished(self) -> dict[str, int]:
-        """Per group, messages stored for extraction whose extraction, resolution or summary is not done
-        (a process was killed during ``add``); :meth:`recover` finishes them."""
+        """The groups a killed ``add`` left unfinished, each with how many of its messages are not yet
+        extracted and resolved (0: only summaries or embeddings are left); :meth:`recover` finishes them."""
         left = self.store.progress_episodes((QUEUED, "extract"), unfinished=self._stages())
-        return {g: len(ids) for g, ids in left.items()}
+        out = {g: len(ids) for g, ids in left.items()}
+        for g in self.store.progress_groups(OPEN):
+            out.setdefault(g, 0)
+        return dict(sorted(out.items()))
 
     def recover(self, groups: Sequence[str] | None = None) -> Any:
-        """Finish what killed writes left undone in ``groups`` (default: every group with extracted or queued
-        messages): extraction, resolution, summaries and embeddings. Makes no LLM call on a memory with
-        nothing left to do. Returns the build stats."""
+        """Finish what killed writes left undone in ``groups`` (default: every group): extraction, resolution,
+        summaries and embeddings of every message an ``add`` stored. Makes no LLM call when nothing is left to
+        do. Returns the build stats."""
         with self._writing():
             started = self.store.progress_episodes((QUEUED, "extract"))
-            wanted = started if groups is None else {g: started.get(g, []) for g in groups}
-            episodes = [e for g, ids in wanted.items() for e in self.store.episodes(check_group(g), ids)]
-            return self.add_episodes(episodes)
+            wanted = started if groups is None else {check_group(g): started.get(g, []) for g in groups}
+            stats = self.add_episodes([e for g, ids in wanted.items() for e in self.store.episodes(g, ids)])
+            for g in self.store.progress_groups(OPEN):
+                if groups is None or g in wanted:
+                    self.store.clear_progress(OPEN, g)
+            return stats
 
     def add_episodes(self, episodes: Sequence[Episode]) -> Any:
         """Extract ``episodes`` (any groups) into the base graph in one batch per stage; resumable. A group's

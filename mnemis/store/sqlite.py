@@ -341,6 +341,10 @@ class GraphStore(SQLiteFile):
             out.setdefault(g, []).append(i)
         return out
 
+    def progress_groups(self, stage: str) -> list[str]:
+        """The groups with at least one progress key under ``stage``."""
+        return [r[0] for r in self._rows("SELECT DISTINCT group_id FROM progress WHERE stage=? ORDER BY 1", (stage,))]
+
     def clear_progress(self, stage: str, group_id: str) -> None:
         with self.transaction() as cur:
             cur.execute("DELETE FROM progress WHERE stage=? AND group_id=?", (stage, group_id))

@@ -29,3 +29,15 @@ def make_episode(group: str, n: int, minute: int, speaker: str = "Ann", text: st
     return Episode(id=f"{group}:D1:{n}", group_id=group, source_id=f"D1:{n}", name=f"Text 1-{n}", speaker=speaker,
                    content=f"{speaker}: {text or f'message number {n}'}",
                    valid_at=datetime(2023, 5, 8, 13, minute), session=1, turn=n, position=n)
+
+
+def browser():
+    """A headless Chromium WebDriver, or a skip where selenium / chromium are missing (CI installs them)."""
+    import pytest
+
+    from mnemis.eval.headless import NoBrowser, chromium
+
+    try:
+        return chromium()
+    except NoBrowser as exc:
+        pytest.skip(str(exc))

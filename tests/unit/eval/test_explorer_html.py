@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
+from eval_helpers import browser as headless_browser
 
 from mnemis.eval.explorer import HTML_FILE, explorer_data, render_html, write_html
 from mnemis.eval.report import write_report
@@ -105,23 +105,14 @@ def test_mnemis_report_regenerates_the_page(tmp_path):
     assert (run / HTML_FILE).is_file() and "report.html" in (run / "report.md").read_text()
 
 
-def _browser():
-    from mnemis.eval.headless import NoBrowser, chromium
-
-    try:
-        return chromium()
-    except NoBrowser as exc:
-        pytest.skip(str(exc))
-
-
 def test_page_in_headless_chromium(tmp_path):
     from selenium.webdriver.support.ui import Select
 
     page = write_html(_run_dir(tmp_path))
-    browser = _browser()
+    browser = headless_browser()
     try:
         browser.get(page.as_uri())
-        rows = lambda: [r for r in browser.find_elements("css selector", "tr.q") if r.is_displayed()]  # noqa: E731
+        rows = lambda: [r for r in browser.find_elements("css selector", "tr.q") if r.is_displayed()]
         assert len(rows()) == 3
         assert "3 of 3 questions" in browser.find_element("id", "shown").text
         Select(browser.find_element("id", "f-cat")).select_by_visible_text("temporal")

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from eval_helpers import browser as headless_browser
+from eval_helpers import make_question, scripted_llm, verdict
 
 from mnemis.eval.explorer import render_html, write_html
 from mnemis.store import GraphStore, StoreError
@@ -61,18 +63,9 @@ def test_the_embedded_json_has_no_markup_characters_and_reads_back_the_same():
     assert page.count("<script") == 2 and page.count("</script>") == 2
 
 
-def _browser():
-    from mnemis.eval.headless import NoBrowser, chromium
-
-    try:
-        return chromium()
-    except NoBrowser as exc:
-        pytest.skip(str(exc))
-
-
 def test_a_tampered_run_dir_renders_and_runs_no_script_in_headless_chromium(tmp_path):
     page = write_html(_hostile_run(tmp_path))
-    browser = _browser()
+    browser = headless_browser()
     try:
         browser.get(page.as_uri())
         rows = browser.find_elements("css selector", "tr.q")
@@ -146,8 +139,6 @@ def test_report_reads_a_real_store_without_writing_to_it(tmp_path):
 def test_a_judge_name_is_a_file_name_only_after_cleaning_and_the_explorer_still_finds_its_rationales(tmp_path):
     """Judge names come from the config (often model names: ``Qwen/Qwen2.5-7B``); their progress files stay
     inside the run's progress folder and the page shows their rationales."""
-    from eval_helpers import make_question, scripted_llm, verdict
-
     from mnemis.eval.explorer import explorer_data
     from mnemis.eval.judge import judge_answers
 

@@ -3,40 +3,28 @@ test_memory_recovery.py; scripted LLM, hashing embedder, no model).
 
 Usage: python memory_worker.py [DELAY_S]. Prints READY once imports are done, then reads one JSON command
 per stdin line, ``{"path": ..., "group": ..., "messages": [...]}`` (optionally ``"lock_timeout": s``), and
-answers ``OK <stats counters as JSON>`` or ``ERR <type>: <message>``. Each LLM backend batch prints
-``BATCH <n>`` and sleeps DELAY_S (so a parent can kill it, or start a second writer, in the middle of an add).
+answers ``OK <stats counters as JSON>`` or ``ERR <type>: <message>``. Each LLM backend batch sleeps DELAY_S and
+prints ``BATCH <n>`` (so a parent can kill it, or start a second writer, in the middle of an add).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 
 from mnemis.components import GivenModels
 from mnemis.config import compose
 from mnemis.memory import Memory
 from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.client import LLM
-from mnemis.models.llm.scripted import ScriptedBackend
-from mnemis.scale.responder import base_graph_responder
-
-
-class SlowBackend(ScriptedBackend):
-    def __init__(self, delay: float) -> None:
-        super().__init__(base_graph_responder, model_id="scripted-worker")
-        self.delay = delay
-
-    def complete(self, requests):
-        print(f"BATCH {len(requests)}", flush=True)
-        time.sleep(self.delay)
-        return super().complete(requests)
+from mnemis.scale.runner import LeanScriptedBackend
 
 
 def main() -> None:
     delay = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
     cfg = compose(["experiment=quickstart"])
-    models = GivenModels(LLM(SlowBackend(delay), cache_dir=None, cache_mode="off", max_retries=1), HashingEmbedder(64))
+    backend = LeanScriptedBackend(delay, announce=True)  # prints BATCH n as each batch returns
+    models = GivenModels(LLM(backend, cache_dir=None, cache_mode="off", max_retries=1), HashingEmbedder(64))
     print("READY", flush=True)
     for line in sys.stdin:
         job = json.loads(line)
