@@ -209,25 +209,31 @@ class Memory:
         return ("extract", "resolve", "facts") + ((EPISODE_STAGE,) if refresh == "episode" else ())
 
     def unfinished(self) -> dict[str, int]:
-        """The groups a killed ``add`` left unfinished, each with how many of its messages are not yet
+        """The groups a stopped ``add`` left unfinished, each with how many of its messages are not yet
         extracted and resolved (0: only summaries or embeddings are left); :meth:`recover` finishes them."""
-        left = self.store.progress_episodes((QUEUED, "extract"), unfinished=self._stages())
-        out = {g: len(ids) for g, ids in left.items()}
+        out = {}
         for g in self.store.progress_groups(OPEN):
-            out.setdefault(g, 0)
-        return dict(sorted(out.items()))
+            left = self.store.progress_episodes((QUEUED, "extract"), unfinished=self._stages(), group_id=g)
+            out[g] = len(left.get(g, []))
+        return out
 
     def recover(self, groups: Sequence[str] | None = None) -> Any:
-        """Finish what killed writes left undone in ``groups`` (default: every group): extraction, resolution,
-        summaries and embeddings of every message an ``add`` stored. Makes no LLM call when nothing is left to
-        do. Returns the build stats."""
+        """Finish what stopped writes left undone in ``groups`` (default: the groups of :meth:`unfinished` and
+        any with half-processed messages): the extraction, resolution, summaries and embeddings of every
+        message they stored. Makes no LLM call when nothing is left to do. Returns the build stats."""
         with self._writing():
-            started = self.store.progress_episodes((QUEUED, "extract"))
-            wanted = started if groups is None else {check_group(g): started.get(g, []) for g in groups}
-            stats = self.add_episodes([e for g, ids in wanted.items() for e in self.store.episodes(g, ids)])
-            for g in self.store.progress_groups(OPEN):
-                if groups is None or g in wanted:
-                    self.store.clear_progress(OPEN, g)
+            if groups is None:
+                half = self.store.progress_episodes((QUEUED, "extract"), unfinished=self._stages())
+                targets = sorted(set(half) | set(self.store.progress_groups(OPEN)))
+            else:
+                targets = [check_group(g) for g in groups]
+            episodes = []
+            for g in targets:
+                started = self.store.progress_episodes((QUEUED, "extract"), group_id=g).get(g, [])
+                episodes += self.store.episodes(g, started)
+            stats = self.add_episodes(episodes)
+            for g in targets:
+                self.store.clear_progress(OPEN, g)
             return stats
 
     def add_episodes(self, episodes: Sequence[Episode]) -> Any:
