@@ -21,6 +21,23 @@ Usage (``make setup-cpu-small`` first; the machine is shared, so nice it)::
 
 Writes ``experiments/results/cpu_quality.json`` (``--out``). The numbers come from a 1.5B model on a
 small slice: wide confidence intervals, not the paper's scale.
+
+Each mode's summary also holds the run's health (:mod:`mnemis.eval.run_health`: did System-2 pick anything,
+its recall against System-1's, names and facts per episode, ...), prompt and completion tokens per episode of
+the base graph, and, when the run has Mnemis beside RAG or full context, the paired comparison per question
+(:mod:`mnemis.eval.paired`: the difference, its bootstrap CI over questions, the exact McNemar p, per judge and
+category, and token F1).
+
+Long runs (``--experiment cpu_conv26``: several CPU-hours) resume after any stop: rerun the same command (the
+store, the progress files and the response cache hold what is done); ``--summarize <run dir>`` of an unfinished
+run writes a JSON marked ``"status": "partial"`` with the build's progress. ``--archive`` keeps the run's
+response and reranker caches beside the JSON (``<out>.cache.jsonl.gz``, :mod:`mnemis.models.cache_archive`), and
+``--replay`` reruns every mode from that archive with ``cache_mode=replay_only`` (no LLM or reranker call, on any
+machine) and checks that every figure of the JSON comes out the same::
+
+    nice -n 10 python experiments/bench/cpu_quality.py --experiment cpu_conv26 --modes paper \\
+        --out experiments/results/cpu_quality_conv26.json --archive
+    python experiments/bench/cpu_quality.py --replay --out experiments/results/cpu_quality_conv26.json
 """
 
 from __future__ import annotations
@@ -168,6 +185,55 @@ def prompt_cost(ledger: dict[str, Any] | None, n_episodes: int,
             "source": "ledger (calls sent in this run)", "per_stage": {s: v["prompt_tokens_per_episode"] for s, v in rep["stages"].items()}}
 
 
+def completion_per_episode(build: dict[str, Any] | None, n_episodes: int) -> dict[str, Any] | None:
+    """Base-graph completion tokens per episode, from the build's counters (stored totals when reused)."""
+    totals = (build or {}).get("ingest_totals")
+    if not totals:
+        base = ((build or {}).get("stages") or {}).get("base_graph")
+        if base == "reused" and (build or {}).get("store"):
+            base = _stored_build_stats(Path(build["store"]))
+        totals = (base or {}).get("counters") if isinstance(base, dict) else None
+    per = {k.removeprefix("tokens.completion."): v for k, v in (totals or {}).items()
+           if k.startswith("tokens.completion.")}
+    if not per or not n_episodes:
+        return None
+    return {"completion_tokens_per_episode": round(sum(per.values()) / n_episodes, 1),
+            "per_stage": {s: round(v / n_episodes, 1) for s, v in sorted(per.items())}}
+
+
+def paired(rows: Sequence[dict[str, Any]], metrics: dict[str, Any] | None) -> dict[str, Any]:
+    """Mnemis against each baseline of the run, question by question (every judge, per category, token F1)."""
+    from mnemis.eval.paired import compare_rows
+
+    methods = {r["method"] for r in rows}
+    judges = sorted({j for m in (metrics or {}).values() for j in (m.get("judges") or {})})
+    return {f"mnemis_vs_{b}": compare_rows(rows, "mnemis", b, judges=judges)
+            for b in ("rag", "full_context", "mem0") if {"mnemis", b} <= methods}
+
+
+def build_progress(config: dict[str, Any]) -> dict[str, Any] | None:
+    """How far the build of an unfinished run got: episodes per stage done, from its store (read-only)."""
+    from mnemis.jobs import artifact_dir
+    from mnemis.store import GraphStore
+
+    try:
+        path = artifact_dir(config) / config["store"]["filename"]
+    except (KeyError, TypeError):
+        return None
+    path = path if path.is_absolute() else REPO / path
+    if not path.is_file():
+        return None
+    with GraphStore(path, read_only=True) as store:
+        groups = [g for g in (config.get("dataset", {}).get("slice", {}).get("groups") or [])]
+        out: dict[str, Any] = {}
+        for g in groups:
+            out[g] = {"episodes": store.counts(g).get("episodes", 0),
+                      **{f"{stage}_done": len(store.done(stage, g))
+                         for stage in ("extract", "resolve", "facts", "attributes")},
+                      "hierarchy_built": store.get_meta("built:hierarchy") is not None}
+    return out
+
+
 def leniency(data: dict[str, Any] | None) -> dict[str, Any] | None:
     if not data:
         return None
@@ -184,8 +250,15 @@ def summarize(run_dir: Path) -> dict[str, Any]:
     build = _load(run_dir / "build_summary.json")
     ledger = _load(run_dir / "ledger.json")
     config = _load(run_dir / "config.json") or {}
+    metrics = _load(run_dir / "metrics.json")
     shape = memory_shape(build)
+    from mnemis.eval.run_health import run_health
+
+    status = "complete" if metrics is not None else "partial"
     return {
+        "status": status,
+        **({"build_progress": build_progress(config)} if status == "partial" and config else {}),
+        "cache_dir": (config.get("paths") or {}).get("cache_dir"),
         "run_dir": os.path.relpath(run_dir, REPO) if run_dir.is_absolute() else str(run_dir),
         "mode": config.get("fidelity"),
         "model": (config.get("llm") or {}).get("backend", {}).get("model"),
@@ -199,6 +272,9 @@ def summarize(run_dir: Path) -> dict[str, Any]:
         "judge_leniency": leniency(_load(run_dir / "leniency.json")),
         "memory": shape,
         "prompt_tokens": prompt_cost(ledger, shape["episodes"], build),
+        "completion_tokens": completion_per_episode(build, shape["episodes"]),
+        "health": run_health(run_dir) if status == "complete" else None,
+        "paired": paired(rows, metrics) if rows else {},
         "stages": stage_rates(ledger),
         "method_wall_s": _load(run_dir / "timings.json"),
     }
@@ -252,8 +328,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--note", default="", help="free text stored in the JSON (e.g. what the slice is)")
     ap.add_argument("--summarize", nargs="*", type=Path, default=None,
                     help="only summarise existing run dirs (their mode is read from config.json)")
+    ap.add_argument("--archive", action="store_true",
+                    help="after the run, keep its response and reranker caches as <out stem>.cache.jsonl.gz")
+    ap.add_argument("--replay", action="store_true",
+                    help="rerun the modes of --out from its cache archive (replay_only: no model call) and check "
+                         "every figure; exit 1 on a difference")
     ap.add_argument("overrides", nargs="*", help="hydra overrides after --, e.g. dataset.slice.sessions=[1,1]")
     args = ap.parse_args(argv)
+    if args.replay:
+        return replay(args.out, args.runs_dir)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in ("tuned", "paper")]
     if unknown:
@@ -283,10 +366,71 @@ def main(argv: Sequence[str] | None = None) -> int:
         "modes": results,
         "paper_minus_tuned": compare(results),
     }
+    if any(r.get("status") == "partial" for r in results.values()):
+        report["status"] = "partial"
+    if args.archive:
+        from mnemis.models.cache_archive import export_archive
+
+        cache = Path((next(iter(results.values()))).get("cache_dir") or ".cache/mnemis")
+        counts = export_archive(cache if cache.is_absolute() else REPO / cache, archive_path(args.out))
+        report["cache_archive"] = {"file": os.path.relpath(archive_path(args.out), REPO), **counts}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(f"wrote {args.out}")
     return 0
+
+
+def archive_path(out: Path) -> Path:
+    return out.with_name(out.stem + ".cache.jsonl.gz")
+
+
+# figures a replay must reproduce: everything but wall times, paths, the machine and the ledger of what this
+# run sent to a model ("stages": a replay sends nothing; the build's token counters, which count cached
+# replies too, are compared)
+_VOLATILE = ("wall_s", "total_wall_s", "method_wall_s", "run_dir", "store", "host", "seconds", "load", "stages",
+             "cache_dir", "cache_archive", "command", "status")
+_REPLAY_KEYS = ("paths.cache_dir=", "paths.artifacts_dir=", "cache_mode=", "hydra.run.dir=")
+
+
+def figures(obj: Any) -> Any:
+    """``obj`` without the keys that differ between two runs of the same work (times, paths)."""
+    if isinstance(obj, dict):
+        return {k: figures(v) for k, v in obj.items() if not any(k == x or k.endswith(x) for x in _VOLATILE)}
+    if isinstance(obj, list):
+        return [figures(v) for v in obj]
+    return obj
+
+
+def replay(out: Path, runs_dir: Path) -> int:
+    """Rerun every mode of ``out`` from its cache archive with ``cache_mode=replay_only`` and compare figures."""
+    import tempfile
+
+    from mnemis.models.cache_archive import import_archive
+
+    saved = json.loads(out.read_text())
+    archive = archive_path(out)
+    if not archive.is_file():
+        raise SystemExit(f"{out}: no cache archive at {archive} (run with --archive first)")
+    work = Path(tempfile.mkdtemp(prefix="cpu_quality_replay_", dir=runs_dir.parent if runs_dir.parent.is_dir() else None))
+    counts = import_archive(archive, work / "cache")
+    print(f"replaying {counts['llm']} LLM replies and {counts['rerank']} reranker scores from {archive}")
+    diffs = []
+    for mode, was in saved["modes"].items():
+        kept = [o for o in saved.get("overrides", []) if not o.startswith(_REPLAY_KEYS)]
+        methods = [f"methods=[{','.join(was['methods'])}]"] if was.get("methods") else []
+        overrides = [*kept, *methods, "cache_mode=replay_only", f"paths.cache_dir={work / 'cache'}",
+                     f"paths.artifacts_dir={work / 'artifacts'}"]
+        run_mode(mode, saved["experiment"], work / "runs" / mode, overrides)
+        now = summarize(work / "runs" / mode)
+        a, b = figures(was), figures(now)
+        same = json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+        print(f"{mode}: {'every figure reproduced' if same else 'FIGURES DIFFER'}")
+        if not same:
+            diffs.append(mode)
+            (work / f"replayed_{mode}.json").write_text(json.dumps(now, indent=2, default=str))
+    if diffs:
+        print(f"replayed summaries kept in {work}")
+    return 1 if diffs else 0
 
 
 if __name__ == "__main__":

@@ -130,3 +130,27 @@ def test_overall_by_judge_keeps_every_criterion(cq):
     out = cq.overall_by_judge(metrics)
     assert out["mnemis"]["generous"]["correct"] == 7 and out["mnemis"]["strict"] == {"accuracy": 0.5, "correct": 5,
                                                                                        "total": 10, "ci": None}
+
+
+def test_a_small_cached_run_replays_every_figure(cq, tmp_path, locomo_path):
+    """A real (schema-fake) run archived with --archive, then --replay reruns it from the archive alone with
+    cache_mode=replay_only and finds the same figures."""
+    out = tmp_path / "results" / "cq.json"
+    common = ["--runs-dir", str(tmp_path / "runs"), "--out", str(out)]
+    rc = cq.main(["--modes", "tuned", "--experiment", "quickstart", "--archive", *common, "--",
+                  "llm=schema_fake", "embedder=hashing", "reranker=cosine", "judge.leniency.enabled=false",
+                  "methods=[mnemis,rag]", "dataset.slice.max_questions=2", f"paths.cache_dir={tmp_path}/cache",
+                  f"paths.artifacts_dir={tmp_path}/art", f"paths.shared_data_dir={locomo_path.parent}"])
+    assert rc == 0
+    saved = json.loads(out.read_text())
+    assert saved["cache_archive"]["llm"] > 0 and (tmp_path / "results" / "cq.cache.jsonl.gz").is_file()
+    tuned = saved["modes"]["tuned"]
+    assert tuned["status"] == "complete" and "mnemis_vs_rag" in tuned["paired"]
+    assert tuned["health"]["warnings"] is not None and tuned["completion_tokens"]["completion_tokens_per_episode"] >= 0
+    assert cq.main(["--replay", *common]) == 0
+    changed = json.loads(json.dumps(tuned))
+    changed["memory"]["facts"] += 1  # a figure a replay must reproduce; wall times and paths it need not
+    assert cq.figures(changed) != cq.figures(tuned)
+    changed = json.loads(json.dumps(tuned))
+    changed["method_wall_s"], changed["run_dir"] = {"mnemis": 1.0}, "elsewhere"
+    assert cq.figures(changed) == cq.figures(tuned)
