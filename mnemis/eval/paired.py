@@ -73,7 +73,7 @@ def compare_rows(rows: Sequence[Mapping[str, Any]], a: str, b: str, *, judges: S
     cats = sorted({r.get("category", "") for r in by[a].values()})
     out: dict[str, Any] = {"a": a, "b": b, "questions": len(set(by[a]) & set(by[b]))}
     for judge in judges:
-        def labels(method: str, cat: str | None = None) -> dict[str, bool | None]:
+        def labels(method: str, cat: str | None = None, judge: str = judge) -> dict[str, bool | None]:
             return {q: (r.get("labels") or {}).get(judge) for q, r in by[method].items()
                     if cat is None or r.get("category") == cat}
 
