@@ -3,6 +3,7 @@ the report (schema-fake LLM and hashing embedder: plumbing, not quality)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -36,6 +37,24 @@ def test_beam_every_method(tmp_path):
     assert "## Graded scores: parts per category" in report and "Graded judges' controls" in report
     assert json.loads((run / "graded_leniency.json").read_text())["judges"]["main"]["vague"]["n"] > 0
     assert json.loads((run / "config.json").read_text())["dataset"]["scale"] == "100K"
+    # the CPU-quality summariser (experiments/bench/cpu_quality.py --experiment beam_cpu_small) reads a BEAM run
+    spec = importlib.util.spec_from_file_location("cpu_quality", REPO / "experiments" / "bench" / "cpu_quality.py")
+    cq = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cq)
+    summary = cq.summarize(run)
+    assert set(summary["accuracy"]) == set(metrics) and "summarization" in summary["accuracy"]["mnemis"]
+
+
+def test_beam_experiments_compose():
+    from mnemis.config import compose, to_plain
+
+    quick = to_plain(compose(["experiment=beam_quickstart"]))
+    assert quick["dataset"]["name"] == "beam" and quick["dataset"]["slice"]["episodes"] == [1, 2]
+    assert quick["dataset"]["slice"]["groups"] == ["beam-100K-12"] and quick["dataset"]["slice"]["sessions"] is None
+    assert "graded" in quick["judge"] and quick["llm"]["backend"]["model"].startswith("smollm2")
+    small = to_plain(compose(["experiment=beam_cpu_small"]))
+    assert small["dataset"]["slice"]["groups"] == ["beam-100K-14"] and small["dataset"]["slice"]["episodes"] == [1, 14]
+    assert small["methods"] == ["mnemis", "rag", "full_context"] and "1.5b" in small["llm"]["backend"]["model"]
 
 
 def test_locomo_plus_paper_mode(tmp_path):
