@@ -279,11 +279,15 @@ def fetch(key: str, dirs: DataDirs, *, mirror: str | None = None, force: bool = 
         data = src.derive(blobs) if src.derive else blobs[0]
     _check(data, src.sha256, f"{src.filename} (from {mirror or 'upstream'})")
     _atomic_write(dest, data)
-    got = hashlib.sha256(data).hexdigest()
+    return _fetched(src, dest, hashlib.sha256(data).hexdigest(), len(data), out, licence)
+
+
+def _fetched(src: Source, dest: Path, got: str, size: int, out: Callable[[str], None], licence: bool) -> Path:
+    """Record the sha256 of a file without a pinned one (checked from then on) and say what was written."""
     if src.sha256 is None:
         _atomic_write(dest.with_name(dest.name + ".sha256"), f"{got}  {src.filename}\n".encode())
-        out(f"{key}: no pinned sha256 for this file; recorded {got} in {dest.name}.sha256 (checked from now on)")
-    out(f"{key}: {dest} ({len(data):,} bytes, sha256 {got[:12]}…)")
+        out(f"{src.key}: no pinned sha256 for this file; recorded {got} in {dest.name}.sha256 (checked from now on)")
+    out(f"{src.key}: {dest} ({size:,} bytes, sha256 {got[:12]}…)")
     if licence:
         out(f"  licence: {src.licence}. Source: {src.credit}.")
     return dest
@@ -336,13 +340,7 @@ def _fetch_streamed(src: Source, dest: Path, mirror: str | None, out: Callable[[
         url = src.upstreams[0].url
     out(f"{src.key}: fetching {url} (streamed to disk)")
     got, size = stream_to(url, dest, src.sha256, out=out)
-    if src.sha256 is None:
-        _atomic_write(dest.with_name(dest.name + ".sha256"), f"{got}  {src.filename}\n".encode())
-        out(f"{src.key}: no pinned sha256 for this file; recorded {got} in {dest.name}.sha256 (checked from now on)")
-    out(f"{src.key}: {dest} ({size:,} bytes, sha256 {got[:12]}…)")
-    if licence:
-        out(f"  licence: {src.licence}. Source: {src.credit}.")
-    return dest
+    return _fetched(src, dest, got, size, out, licence)
 
 
 def locate(key: str, dirs: DataDirs | None = None, *, fetch_missing: bool = True,
