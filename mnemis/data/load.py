@@ -8,6 +8,7 @@ sliced groups (``mnemis.scale.shard``); LongMemEval-M applies the group slice an
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from mnemis.data.sources import DataDirs
 from mnemis.scale.shard import restrict_dataset
 from mnemis.types import Dataset
 
+log = logging.getLogger(__name__)
 DATASETS = ("locomo", "longmemeval", "longmemeval_m", "beam", "locomo_plus")
 
 
@@ -72,10 +74,16 @@ def load_dataset(
 
 def _load_beam(path: str | None, opts: dict[str, Any], download: bool, dirs: DataDirs | None) -> Dataset:
     from mnemis.data.beam import SCALES, load_beam
-    from mnemis.data.beam_files import locate_scale
+    from mnemis.data.beam_files import locate_scale, verify_scale
 
     scale = str(opts.get("scale") or "100K")
     if scale not in SCALES:
         raise DataError("dataset.scale", f"unknown BEAM scale {scale!r} (known: {', '.join(SCALES)})")
     root = path or locate_scale(scale, dirs, fetch_missing=download)
-    return load_beam(root, scale=scale, unknown_types=str(opts.get("unknown_types") or "error"))
+    data = load_beam(root, scale=scale, unknown_types=str(opts.get("unknown_types") or "error"))
+    if path is None:  # the pinned (or recorded) files: say so when they differ, as LoCoMo's loader does
+        ok, msg = verify_scale(scale, root)
+        if not ok:
+            log.warning("%s; loading anyway", msg)
+            data.warnings["checksum_mismatch"] = 1
+    return data

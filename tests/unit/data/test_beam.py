@@ -140,3 +140,17 @@ def test_unknown_type_kept_unscored_when_asked(tmp_path):
 def test_missing_folder_says_how_to_get_it(tmp_path):
     with pytest.raises(DataError, match="mnemis data fetch beam"):
         load_beam(tmp_path / "nope")
+
+
+def test_located_files_are_checked_against_their_sums(tmp_path, monkeypatch):
+    from mnemis.data import beam_files
+    from mnemis.data.sources import DataDirs
+
+    home = tmp_path / "home"
+    shutil.copytree(FIX / "100K", home / "beam" / "1M")
+    monkeypatch.setitem(beam_files.COUNTS, "1M", 2)
+    dirs = DataDirs(home, (home,))
+    assert load_dataset("beam", None, data_dirs=dirs, options={"scale": "1M"}).warnings == {}  # no sums recorded yet
+    (home / "beam" / "1M" / "SHA256SUMS").write_text("0" * 64 + "  1/chat.json\n")
+    data = load_dataset("beam", None, data_dirs=dirs, options={"scale": "1M"})
+    assert data.warnings == {"checksum_mismatch": 1} and data.groups == ["beam-1M-1", "beam-1M-2"]
