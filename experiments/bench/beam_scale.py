@@ -144,7 +144,10 @@ def _s1(mem):
 
 def _pct(xs: list[float]) -> dict[str, float]:
     s = sorted(xs)
-    q = lambda p: s[min(len(s) - 1, max(0, math.ceil(p * len(s)) - 1))]  # noqa: E731 - nearest-rank percentile
+
+    def q(p: float) -> float:  # nearest-rank percentile
+        return s[min(len(s) - 1, max(0, math.ceil(p * len(s)) - 1))]
+
     return {"p50_ms": round(1000 * q(0.5), 2), "p95_ms": round(1000 * q(0.95), 2),
             "mean_ms": round(1000 * sum(s) / len(s), 2), "n": len(s)}
 
@@ -191,7 +194,7 @@ def _system2(mem, data) -> dict[str, Any]:
 def stage_process(stage: str, work: Path) -> dict[str, Any]:
     """Run one stage in a fresh process (its peak RSS is the stage's own)."""
     cmd = [sys.executable, __file__, "--stage", stage, "--work", str(work)]
-    res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"stage {stage} failed ({res.returncode}): {res.stderr[-3000:]}")
     return json.loads((work / f"stage_{stage}.json").read_text())
@@ -202,8 +205,8 @@ class _Counting:
     """A scripted backend that tokenizes every prompt it is sent (per stage) with a real tokenizer."""
 
     def __init__(self, tok) -> None:
-        from mnemis.scale.responder import base_graph_responder
         from mnemis.models.llm.scripted import ScriptedBackend
+        from mnemis.scale.responder import base_graph_responder
 
         self.inner = ScriptedBackend(base_graph_responder, model_id="scripted-count")
         self.model_id = self.inner.model_id

@@ -95,7 +95,7 @@ def scale_key(key: str) -> str | None:
     return None
 
 
-def keys() -> list[str]:
+def data_keys() -> list[str]:
     return ["beam"] + [f"beam_{s}" for s in COUNTS if s != "100K"]
 
 

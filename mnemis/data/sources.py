@@ -391,7 +391,7 @@ def data_command(args: Sequence[str]) -> int:
             found = dirs.find(src.filename)
             state = "missing" if found is None else ("ok  " if verify(src, found)[0] else "BAD ") + str(found)
             print(f"{key:14s} {src.filename:28s} {state}")
-        for key in beam_files.keys():
+        for key in beam_files.data_keys():
             scale = beam_files.scale_key(key)
             found = beam_files.find_scale(scale, dirs)
             state = "missing" if found is None else (

@@ -41,10 +41,10 @@ def graded_section(run: Path, metrics: Mapping[str, Any]) -> list[str]:
                              + f" | {labels} | {c['failures']} |")
             lines.append(f"| {method} | {judge} | **upstream overall** | | " + " | ".join(
                 _f(g.get("upstream_overall")) if p == "upstream" else "" for p in PARTS) + " | | |")
-        lines += ["", "The headline score per category (table above) is the mean question score: the rubric mean "
-                  "(BEAM), tau_norm x F1 (event ordering), 1 / 0.5 / 0 (cognitive). `upstream` is what BEAM's report "
-                  "script computes: each rubric item read with int() (a 0.5 counts 0) and tau_norm alone for event "
-                  "ordering, averaged per conversation, then over conversations.", ""]
+        lines += ["", ("The headline score per category (table above) is the mean question score: the rubric mean "
+                       "(BEAM), tau_norm x F1 (event ordering), 1 / 0.5 / 0 (cognitive). `upstream` is what BEAM's "
+                       "report script computes: each rubric item read with int() (a 0.5 counts 0) and tau_norm alone "
+                       "for event ordering, averaged per conversation, then over conversations."), ""]
     lines += _leniency_lines(run)
     unscored = {m: mm["unscored"] for m, mm in metrics.items() if mm.get("unscored")}
     if unscored:
@@ -67,8 +67,8 @@ def _leniency_lines(run: Path) -> list[str]:
         fails = sum((cells.get(k) or {}).get("failures", 0) for k in ("reference", "swapped", "vague"))
         lines.append(f"| {judge} | " + " | ".join(_f((cells.get(k) or {}).get("mean"))
                                                   for k in ("reference", "swapped", "vague")) + f" | {fails} |")
-    return lines + ["", "Swapped: another conversation's reference for the same kind of question; vague: a fixed "
-                    "reply that sounds related and commits to nothing. Their scores are the judge's leniency.", ""]
+    return lines + ["", ("Swapped: another conversation's reference for the same kind of question; vague: a fixed "
+                         "reply that sounds related and commits to nothing. Their scores are the judge's leniency."), ""]
 
 
 def health_by_category(records: list) -> dict[str, dict[str, int]]:

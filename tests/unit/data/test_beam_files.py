@@ -90,7 +90,7 @@ def test_stream_to_refuses_a_short_body_and_a_wrong_sum(tmp_path):
         with pytest.raises(DataError, match="sha256 mismatch"):
             stream_to(url + "/f.json", tmp_path / "f.json", "0" * 64, out=lambda s: None)
         assert list(tmp_path.iterdir()) == []
-        sha, n = stream_to(url + "/f.json", tmp_path / "f.json", hashlib.sha256(body).hexdigest(), out=lambda s: None)
+        _, n = stream_to(url + "/f.json", tmp_path / "f.json", hashlib.sha256(body).hexdigest(), out=lambda s: None)
     assert n == 5000 and (tmp_path / "f.json").read_bytes() == body
 
 

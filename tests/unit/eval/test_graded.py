@@ -37,13 +37,13 @@ def cue_q(i: int, group: str) -> Question:
 def judge_reply(req):
     system, body = req.messages[0]["content"], req.messages[-1]["content"]
     if system == RUBRIC_SYSTEM:
-        item = re.search(r"^Requirement: (.*)$", body, re.M).group(1)
+        item = re.search(r"^Requirement: (.*)$", body, re.MULTILINE).group(1)
         if item == "broken":
             return "not json at all"
         return {"reasoning": "checked", "score": RUBRIC_SCORES.get(item, 1.0)}
     if system == SAME_SYSTEM:
-        first = re.search(r"^First text: (.*)$", body, re.M).group(1)
-        second = re.search(r"^Second text: (.*)$", body, re.M).group(1)
+        first = re.search(r"^First text: (.*)$", body, re.MULTILINE).group(1)
+        second = re.search(r"^Second text: (.*)$", body, re.MULTILINE).group(1)
         return {"same": (first, second) in SAME}
     if "Earlier exchange" in body:
         return verdict("correct" if "walk" in body.split("Reply to check:")[1] else "wrong").lower()
