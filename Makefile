@@ -4,7 +4,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export WANDB_ERROR_REPORTING := false
 
-.PHONY: setup setup-cpu-small run-cpu-small run test clean-runs
+.PHONY: setup setup-cpu-small run-cpu-small run test test-fast clean-runs
 
 $(VENV)/.installed: pyproject.toml scripts/setup_env.sh
 	bash scripts/setup_env.sh $(VENV)
@@ -25,6 +25,10 @@ run: setup
 
 test: setup
 	$(VENV)/bin/python -m pytest -q
+
+# The contributors' loop: the unit tests only (no real-model engine), a few minutes.
+test-fast: setup
+	$(VENV)/bin/python -m pytest -q -m "not slow and not integration and not vllm" tests/unit
 
 clean-runs:
 	rm -rf runs outputs multirun
