@@ -1,0 +1,35 @@
+"""The scripted hierarchy replies: a real multi-layer hierarchy from a scripted build."""
+
+from __future__ import annotations
+
+from mnemis import Memory
+from mnemis.models.embed import HashingEmbedder
+from mnemis.models.llm.base import LLMRequest
+from mnemis.models.rerank import CosineReranker
+from mnemis.scale.hierarchy_rules import categorize_reply, scripted_hierarchy_llm
+
+NAMES = ["Kalo", "Miren", "Tasro", "Venqui", "Delbra", "Senel", "Torni", "Zupha", "Gorlia", "Mondre", "Viksol",
+         "Berta", "Nychi", "Valros", "Einul", "Fakalo", "Romir", "Ventas"]
+
+
+def test_groups_of_consecutive_nodes():
+    nodes = "\n".join(f"{k}. {n} [Thing]" for k, n in enumerate(NAMES[:13], start=1))
+    req = LLMRequest(messages=[{"role": "user", "content": f"Nodes:\n{nodes}\n\nLayer 2: merge them"}],
+                     stage="hierarchy.categorize")
+    got = categorize_reply(req)["assignments"]
+    assert [a["indexes"] for a in got] == [[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12, 13]]  # no category of one
+    assert got[0]["category"] == "Kalo cluster 2"
+    assert categorize_reply(LLMRequest(messages=[{"role": "user", "content": "x"}], stage="extract_facts")) is None
+
+
+def test_a_scripted_build_has_several_layers(tmp_path):
+    emb = HashingEmbedder(64)
+    msgs = [{"speaker": "Ann", "text": f"{a} met {b} near {c}.", "time": f"2024-05-01T10:{i:02d}"}
+            for i, (a, b, c) in enumerate(zip(NAMES, NAMES[6:] + NAMES[:6], NAMES[12:] + NAMES[:12]))]
+    with Memory.from_models(scripted_hierarchy_llm(), emb, CosineReranker(embedder=emb), path=tmp_path / "m.db",
+                            overrides=["experiment=quickstart"]) as mem:
+        mem.add("g", msgs)
+        metrics = mem.organize(["g"])["g"]
+        entities = mem.counts("g")["entities"]
+    assert entities >= 18 and metrics["layers"] >= 2
+    assert metrics["nodes_per_layer"][1] < entities / 3  # groups of about six
