@@ -90,14 +90,13 @@ class Memory:
         timeout = settings.get("lock_timeout_s", 600) if lock_timeout is _CONFIG else lock_timeout
         self.models = models or Models(cfg, self.plain)
         self._owns_store = store is None
+        self.path = Path(store.path) if store is not None else Path(path) if path is not None else \
+            default_path(self.plain)
+        self._writing = WriterLock(Path(f"{self.path}.lock"), timeout=timeout, what=str(self.path))
         if store is None:
-            self.path = Path(path) if path is not None else default_path(self.plain)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             store = GraphStore(self.path)
-        else:
-            self.path = Path(store.path)
         self.store = store
-        self._writing = WriterLock(Path(f"{self.path}.lock"), timeout=timeout, what=str(self.path))
         if self._owns_store:
             left = self.unfinished()
             if left:
