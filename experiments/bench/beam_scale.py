@@ -9,14 +9,16 @@ counted with the Qwen2.5 tokenizer (Qwen3's vocabulary) on a sample.
 
 Stages, each in its own process (its peak RSS is that stage's): ``ingest`` (base graph: extraction,
 resolution, facts, summaries, embeddings; ``mnemis.scale.responder`` answers every LLM call by rule),
-``hierarchy``, ``system1`` (index build on the first call, then one question per call: p50/p95 over the 20
+``hierarchy`` (``mnemis.scale.hierarchy_rules`` puts every six nodes of a layer in one category, so every layer
+is built), ``system1`` (index build on the first call, then one question per call: p50/p95 over the 20
 questions and 180 extra queries), ``system2`` (System-2 selection over all 20 questions, then the full
 retrieval: System-1 + System-2 + fusion + rendering). Each records wall time, peak memory and the store size.
 
-The token table: prompt tokens per episode are MEASURED by rendering the real ingestion prompts of a real BEAM
-100K conversation (``--real-chat``, from ``../shared/data/beam/100K``) with the scripted replies and counting
-them with the Qwen2.5 tokenizer; everything per scale, per H200 and per SLURM array is an ESTIMATE from that
-and the stated assumptions (``assumptions`` in the JSON).
+The token table: prompt tokens per episode are MEASURED by rendering the real build prompts of the first messages
+of a real BEAM 100K conversation (``--real-chat``) and of LoCoMo's conv-26 (``--real-locomo``; both from
+``../shared/data``) with the scripted replies and counting them with the Qwen2.5 tokenizer; everything per scale,
+per H200 and per SLURM array is an ESTIMATE from those two points and the stated assumptions (``assumptions`` in
+the JSON). ``--skip`` reuses stages already run in ``--work`` (their JSON is kept and listed in ``reused``).
 
     HF_HUB_OFFLINE=1 nice -n 15 .venv/bin/python experiments/bench/beam_scale.py --tokens 10000000
 """
@@ -92,10 +94,11 @@ def _memory(work: Path):
     from mnemis.memory import Memory
     from mnemis.models.embed import HashingEmbedder
     from mnemis.models.rerank import CosineReranker
-    from mnemis.scale.responder import scripted_llm
+    from mnemis.scale.hierarchy_rules import scripted_hierarchy_llm
 
     emb = HashingEmbedder(64)
-    return Memory.from_models(scripted_llm(None), emb, CosineReranker(embedder=emb), path=work / "memory.sqlite")
+    return Memory.from_models(scripted_hierarchy_llm(None), emb, CosineReranker(embedder=emb),
+                              path=work / "memory.sqlite")
 
 
 def _data(work: Path):
@@ -206,9 +209,9 @@ class _Counting:
 
     def __init__(self, tok) -> None:
         from mnemis.models.llm.scripted import ScriptedBackend
-        from mnemis.scale.responder import base_graph_responder
+        from mnemis.scale.hierarchy_rules import hierarchy_responder
 
-        self.inner = ScriptedBackend(base_graph_responder, model_id="scripted-count")
+        self.inner = ScriptedBackend(hierarchy_responder, model_id="scripted-count")
         self.model_id = self.inner.model_id
         self.tok = tok
         self.prompt: dict[str, int] = {}
@@ -281,13 +284,17 @@ def per_episode(points: list[dict[str, Any]], tokens_per_message: float) -> floa
     return y0 + (y1 - y0) * (tokens_per_message - x0) / (x1 - x0)
 
 
-def estimates(points: list[dict[str, Any]], beam_tpm: float, ratio: float, a: dict[str, Any]) -> list[dict[str, Any]]:
+def estimates(points: list[dict[str, Any]], real_100k: dict[str, Any], ratio: float, a: dict[str, Any]
+              ) -> list[dict[str, Any]]:
     """Per BEAM scale and LongMemEval-M: the LLM tokens of a Mnemis build and System-2 selection, and GPU hours
-    on one H200 and on an array of H200s (every figure an ESTIMATE from the measured points and ``a``)."""
+    on one H200 and on an array of H200s (every figure an ESTIMATE from the measured points and ``a``). BEAM
+    100K's messages are counted; the other scales' follow from their nominal tokens per conversation at 100K's
+    measured tokens per message."""
     beam = points[1]
+    beam_tpm = real_100k["tokens_estimated"] / real_100k["messages"]
     rows = []
     for scale, convs in SCALES.items():
-        msgs = convs * NOMINAL_TOKENS[scale] / beam_tpm
+        msgs = real_100k["messages"] if scale == "100K" else convs * NOMINAL_TOKENS[scale] / beam_tpm
         rows.append(_row(f"BEAM {scale}", convs, msgs, convs * 20, per_episode(points, beam_tpm),
                          beam["selection_prompt_tokens_per_question"], ratio, a))
     lme_tpm = a["lme_m_tokens_per_question"] / (a["lme_m_sessions_per_question"] * a["lme_turns_per_session"])
@@ -333,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--real-locomo", type=Path, default=REPO.parent / "shared" / "data" / "locomo10.json")
     ap.add_argument("--real-messages", type=int, default=60)
     ap.add_argument("--skip", nargs="*", default=[], help="stages already done in --work (their JSON is reused)")
+    ap.add_argument("--note", default="", help="free text stored in the JSON (e.g. how reused stages were run)")
     args = ap.parse_args(argv)
     if args.stage:
         res = run_stage(args.stage, args.work)
@@ -347,9 +355,10 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python experiments/bench/beam_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_avg_at_start": list(os.getloadavg())},
         "tokenizer": str(QWEN_TOKENIZER) if tok is not None else "words x 1.3 (no tokenizer)",
+        "note": args.note,
     }
-    real_chat = chat_tokens(tok, args.real_chat)
-    out["real_beam_chat"] = {"path": "beam/100K/" + args.real_chat.name, **real_chat}
+    real_100k = chat_tokens(tok, args.real_chat.parent)
+    out["real_beam_100K"] = {"path": "beam/100K (all 20 chats; tokens from a sampled ratio)", **real_100k}
     if "synth" not in args.skip:
         t = time.perf_counter()
         from mnemis.scale.beam_synth import synthesize
@@ -364,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         out["synthetic"] = json.loads((args.work / "synthetic.json").read_text())
     out["synthetic"].update(chat_tokens(tok, args.work / "data" / "1"))
     out["stages"] = {}
+    out["reused"] = [s for s in args.skip if s in ("synth", "ingest", "hierarchy", "system1", "system2")]
     for stage in ("ingest", "hierarchy", "system1", "system2"):
         res = (json.loads((args.work / f"stage_{stage}.json").read_text()) if stage in args.skip
                else stage_process(stage, args.work))
@@ -391,8 +401,7 @@ def main(argv: list[str] | None = None) -> int:
                                "locomo": points[0], "beam": points[1]}
     out["completion_ratio"] = ratio
     out["assumptions"] = ASSUMPTIONS
-    beam_tpm = real_chat["tokens_estimated"] / real_chat["messages"]
-    out["estimates"] = estimates(points, beam_tpm, ratio["ratio"], ASSUMPTIONS)
+    out["estimates"] = estimates(points, real_100k, ratio["ratio"], ASSUMPTIONS)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1, default=str) + "\n")
     print(f"wrote {args.out}")
