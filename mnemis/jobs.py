@@ -89,10 +89,10 @@ def run_build(plain: dict[str, Any], out: Path, models: Models | None = None) ->
     Each stage is resumable and recorded in the store's meta, so a rerun of a finished build makes no
     LLM call at all.
     """
+    from mnemis.ingest.common import STATS_KEY
     from mnemis.memory import Memory
 
     data = load_configured_dataset(plain)
-    from mnemis.ingest.common import STATS_KEY
     path = artifact_dir(plain) / plain["store"]["filename"]
     methods = list(plain.get("methods") or [])
     stages: dict[str, Any] = {}

@@ -354,6 +354,9 @@ def write_report(run_dir: str | Path) -> Path:
         lines.append(f"- **{method}**: {m.get('n_questions', '?')} questions in {m.get('n_groups', '?')} groups, "
                      f"{m.get('answer_failures', 0)} failed answers, seeds {m.get('seeds', [0])}")
     lines.append("")
+    from mnemis.eval.run_health import health_lines, write_health
+
+    lines += health_lines(write_health(run))  # did the run run the method it claims? (health.json)
     lines += _roles_section(roles)
     lines += _accuracy_section(metrics, leniency, roles)
     lines += _answer_scores_section(metrics)
@@ -364,9 +367,6 @@ def write_report(run_dir: str | Path) -> Path:
         lines += ["## Judge leniency (acceptance of known-wrong answers, %)", "",
                   "| judge | criterion | wrong_specific | wrong_vague | judged | failures |", "|---|---|---|---|---|---|"]
         for judge, j in leniency.items():
-    from mnemis.eval.run_health import health_lines, write_health
-
-    lines += health_lines(write_health(run))  # did the run run the method it claims? (health.json)
             ws, wv = j.get("wrong_specific") or {}, j.get("wrong_vague") or {}
             lines.append(f"| {judge} | {criteria.get(judge, '–')} | {_pct(ws.get('rate'))} | {_pct(wv.get('rate'))} | "
                          f"{ws.get('judged', 0) + wv.get('judged', 0)} | {ws.get('failures', 0) + wv.get('failures', 0)} |")
