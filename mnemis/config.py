@@ -1,6 +1,6 @@
 """Config helpers: the single Hydra ``instantiate`` funnel and config hashing for artifact reuse.
 
-Only this module and ``mnemis.cli`` import hydra/omegaconf; everything else gets plain values.
+Only this module and ``mnemis.app.cli`` import hydra/omegaconf; everything else gets plain values.
 """
 
 from __future__ import annotations

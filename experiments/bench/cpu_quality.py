@@ -213,7 +213,7 @@ def paired(rows: Sequence[dict[str, Any]], metrics: dict[str, Any] | None) -> di
 
 def build_progress(config: dict[str, Any]) -> dict[str, Any] | None:
     """How far the build of an unfinished run got: episodes per stage done, from its store (read-only)."""
-    from mnemis.jobs import artifact_dir
+    from mnemis.app.jobs import artifact_dir
     from mnemis.store import GraphStore
 
     try:
@@ -287,7 +287,7 @@ def run_mode(mode: str, experiment: str, run_dir: Path, overrides: Sequence[str]
         # the paper judged with GPT-4.1-mini, which this machine cannot reach: judge with the model under test
         # (as the tuned mode does), so the two modes differ only in the method
         overrides = [*overrides, "judge_llms.paper=${llm}"]
-    cmd = [sys.executable, "-m", "mnemis.cli", "run", f"experiment={experiment}", f"mode={mode}",
+    cmd = [sys.executable, "-m", "mnemis.app.cli", "run", f"experiment={experiment}", f"mode={mode}",
            f"hydra.run.dir={run_dir}", *overrides]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline",
            "WANDB_ERROR_REPORTING": "false"}

@@ -56,7 +56,7 @@ if [ "$status" -ne 0 ] || [ "$ran" -eq 0 ] || [ "$skipped" -gt 0 ] || [ "$failed
 fi
 timeout 150 "$PY" experiments/bench/system1_latency.py --parts c --out "$RESULTS/system1_latency_gpu.json"
 timeout 240 "$PY" experiments/bench/rerank_speed.py --parts runner --device cuda --out "$RESULTS/rerank_speed_gpu.json"
-timeout 300 "$PY" -m mnemis.cli run experiment=paper_locomo_k10 models=random_same_arch judge.leniency.n=2 \
+timeout 300 "$PY" -m mnemis.app.cli run experiment=paper_locomo_k10 models=random_same_arch judge.leniency.n=2 \
   "dataset.slice.groups=[conv-26]" "dataset.slice.sessions=[1,1]" "hydra.run.dir=$RESULTS/rehearsal" \
   "paths.artifacts_dir=$RESULTS/rehearsal-artifacts" 2>&1 | tail -20
 echo "rehearsal: $RESULTS/rehearsal/report.md"

@@ -24,6 +24,7 @@ from typing import Any
 from mnemis.ingest.cost import cost_report
 from mnemis.types import Episode
 
+
 def locomo_slice(group: str = "conv-26", sessions: Sequence[int] = (1,), max_turns: int | None = None,
                  path: str | None = None) -> list[Episode]:
     """Episodes of ``group`` in the given sessions, in order, optionally the first ``max_turns`` only."""

@@ -173,10 +173,10 @@ def dist(values: Sequence[float]) -> dict[str, float]:
 def build(overrides: list[str], workdir: Path) -> tuple[Any, list[Any], dict[str, Any]]:
     """Store + hierarchy for the dataset of ``overrides``, built with the scripted LLM; returns the store,
     the questions and build facts."""
+    from mnemis.app.jobs import load_configured_dataset
     from mnemis.config import compose, to_plain
     from mnemis.hierarchy import organize
     from mnemis.ingest.pipeline import BaseGraphBuilder
-    from mnemis.jobs import load_configured_dataset
     from mnemis.models.embed import HashingEmbedder
     from mnemis.models.llm.client import LLM
     from mnemis.models.llm.scripted import ScriptedBackend

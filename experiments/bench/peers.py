@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     run = args.run_dir.resolve() / args.experiment
     wall = None
     if not args.summarize:
-        cmd = [sys.executable, "-m", "mnemis.cli", "run", f"experiment={args.experiment}",
+        cmd = [sys.executable, "-m", "mnemis.app.cli", "run", f"experiment={args.experiment}",
                f"methods=[{args.methods}]", f"hydra.run.dir={run}", f"peers.server_log={run}.server.log",
                *args.overrides]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}

@@ -42,7 +42,7 @@ def main() -> None:
         if args.mirror:
             env["MNEMIS_DATA_MIRROR"] = args.mirror
         t0 = time.time()
-        res = subprocess.run([sys.executable, "-m", "mnemis.cli", "run", "experiment=quickstart",
+        res = subprocess.run([sys.executable, "-m", "mnemis.app.cli", "run", "experiment=quickstart",
                               f"paths.cache_dir={tmp}/cache", *args.overrides], cwd=clone, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
         wall = time.time() - t0

@@ -80,7 +80,7 @@ def runner_part(n_pairs: int, folder: Path, device: str = "cpu") -> dict:
 
 
 def sweep_part(tmp: Path, groups: str, sessions: str) -> dict:
-    cmd = [sys.executable, "-m", "mnemis.cli", "run", "-m", "experiment=quickstart", "llm=schema_fake",
+    cmd = [sys.executable, "-m", "mnemis.app.cli", "run", "-m", "experiment=quickstart", "llm=schema_fake",
            "reranker=cosine", "retrieval.k=10,30", "judge.leniency.enabled=false", "methods=[mnemis]",
            f"dataset.slice.groups={groups}", f"dataset.slice.sessions={sessions}",
            f"paths.artifacts_dir={tmp}/artifacts", f"paths.cache_dir={tmp}/cache",

@@ -42,7 +42,7 @@ ANALYZERS = {"plain": {"stem": False, "stopwords": False}, "stemmed": {"stem": T
 
 
 def recipes():
-    from mnemis.ingest.embed_items import EpisodeRecipe
+    from mnemis.texts import EpisodeRecipe
 
     return {"turn": EpisodeRecipe(), "w1_date": EpisodeRecipe(window=1, date=True),
             "w2_date": EpisodeRecipe(window=2, date=True),
@@ -79,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from mnemis.data.locomo import load_locomo
     from mnemis.eval.recall import evidence_recall
-    from mnemis.ingest.embed_items import EMBED_RECIPE, embed_missing
+    from mnemis.ingest.embed_items import embed_missing
     from mnemis.models.embed import SentenceTransformerEmbedder
     from mnemis.store.sqlite import GraphStore
+    from mnemis.texts import EMBED_RECIPE
 
     t0 = time.perf_counter()
     ds = load_locomo()

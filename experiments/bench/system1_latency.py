@@ -64,10 +64,11 @@ def _synthetic_graph(episodes, group_id: str, n_entities: int = 300, n_facts: in
 
 def part_conversation(cache: Path, n_queries: int = 200, query_precision: str = "auto") -> dict:
     from mnemis.data.locomo import load_locomo
-    from mnemis.ingest.embed_items import EpisodeRecipe, embed_missing
+    from mnemis.ingest.embed_items import embed_missing
     from mnemis.models.embed import SentenceTransformerEmbedder
     from mnemis.retrieve.system1 import System1
     from mnemis.store.sqlite import GraphStore
+    from mnemis.texts import EpisodeRecipe
 
     ds = load_locomo()
     gid = max(ds.groups, key=lambda g: len(ds.episodes_of(g)))

@@ -69,9 +69,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from mnemis.data.locomo import load_locomo
     from mnemis.eval.recall import evidence_recall
-    from mnemis.ingest.embed_items import BM25_RECIPE, EMBED_RECIPE, EpisodeRecipe, embed_missing
+    from mnemis.ingest.embed_items import embed_missing
     from mnemis.models.embed import SentenceTransformerEmbedder
     from mnemis.store.sqlite import GraphStore
+    from mnemis.texts import BM25_RECIPE, EMBED_RECIPE, EpisodeRecipe
 
     ds = load_locomo()
     questions = [q for q in ds.questions if q.category != "adversarial"]

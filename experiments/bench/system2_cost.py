@@ -1,4 +1,5 @@
-"""Selection cost of System-2 on the small LoCoMo-like graph of ``tests/integration/test_system2_cpu.py``.
+"""Selection cost of System-2 on the small LoCoMo-like graph of :mod:`mnemis.scale.toy_memory` (also the graph
+of ``tests/integration/test_system2_cpu.py``).
 
 Runs the real walk with an *oracle* selector (selects exactly the ancestors of the entities mentioned
 in each question's gold evidence, plus those entities; never ``take_all_children``), i.e. the cost of
@@ -16,14 +17,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "integration"))
-
-from test_system2_cpu import QUESTIONS, _build  # noqa: E402
-
-from mnemis.models.llm.client import LLM  # noqa: E402
-from mnemis.models.llm.scripted import ScriptedBackend  # noqa: E402
-from mnemis.retrieve.system2 import HierarchyView, System2, selection_cost  # noqa: E402
-from mnemis.types import Episode, Question  # noqa: E402
+from mnemis.models.llm.client import LLM
+from mnemis.models.llm.scripted import ScriptedBackend
+from mnemis.retrieve.system2 import HierarchyView, System2, selection_cost
+from mnemis.scale.toy_memory import QUESTIONS
+from mnemis.scale.toy_memory import build_toy_store as _build
+from mnemis.types import Episode, Question
 
 
 def _tokenizer():

@@ -1,6 +1,6 @@
 """Full-context baseline: the whole history of a group in the prompt, truncated to the model window.
 
-Episodes are rendered chronologically (``mnemis.eval.render``); when the history exceeds the token
+Episodes are rendered chronologically (``mnemis.render``); when the history exceeds the token
 budget (model window minus a reserve for instructions, question and answer) the OLDEST episodes are
 dropped, a warning is logged and the affected questions are counted. Tokens are counted with the
 LLM's tokenizer when one can be found, else estimated at ~4 characters per token.
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mnemis.eval.render import format_episode, sort_episodes
+from mnemis.render import format_episode, sort_episodes
 from mnemis.types import Episode, Question
 
 log = logging.getLogger(__name__)

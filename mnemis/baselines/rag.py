@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mnemis.eval.render import render_episodes
+from mnemis.render import render_episodes
 from mnemis.types import Question, RetrievedContext
 
 

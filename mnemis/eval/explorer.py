@@ -34,7 +34,7 @@ GRAPH_FILE = "explorer_graph.json"
 def graph_snapshot(store: Any, questions: Sequence[Question]) -> dict[str, Any]:
     """What the page needs from the store: per group the node names, the hierarchy (layers, children) and
     the rendered evidence turns of the questions."""
-    from mnemis.eval.render import format_episode
+    from mnemis.render import format_episode
 
     out: dict[str, Any] = {"groups": {}, "evidence": {}}
     by_group: dict[str, list[Question]] = defaultdict(list)

@@ -6,7 +6,7 @@ Run-dir contract (every file is rewritten from scratch or replaced per method/se
 - ``metrics.json``: ``{method: compute_metrics(...)}``; ``leniency.json``: ``judge_leniency(...)``;
 - ``ledger.json``: ``Ledger.to_dict()``; ``recall.json`` / ``hierarchy_metrics.json``: written by the
   retrieval / hierarchy stages if they want them in the report; ``roles.json``: the models by role
-  (written by the main job, ``mnemis.jobs``);
+  (written by the main job, ``mnemis.app.jobs``);
 - ``report.md`` + ``accuracy.png`` / ``recall.png`` / ``cost.png``: ``write_report(run_dir)``.
 """
 
@@ -21,8 +21,14 @@ from mnemis.eval.answer import answer_questions
 from mnemis.eval.audit import apply_audit, audit_id, audited_labels, default_audit_path
 from mnemis.eval.graded import judge_mixed
 from mnemis.eval.progress import progress_file
-from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, build_records, dump_json, read_records, \
-    write_records
+from mnemis.eval.records import (
+    QUESTIONS_FILE,
+    QuestionRecord,
+    build_records,
+    dump_json,
+    read_records,
+    write_records,
+)
 from mnemis.prompts.answer import ANSWER
 from mnemis.prompts.base import Prompt
 from mnemis.types import Question, RetrievedContext

@@ -3,7 +3,7 @@
 Inputs (all optional except one of the first two): ``questions.jsonl`` (records), ``metrics.json``
 (``{method: compute_metrics(...)}``; recomputed from the records when absent), ``ledger.json``
 (``Ledger.to_dict()`` or ``{method: Ledger.to_dict()}``), ``leniency.json`` (``judge_leniency``),
-``roles.json`` (which model answers, selects and judges, with each judge's criterion; ``mnemis.jobs``),
+``roles.json`` (which model answers, selects and judges, with each judge's criterion; ``mnemis.app.jobs``),
 ``recall.json`` (``{route: {"recall@10": x, "mrr": y, ...}}``, optionally nested under a method),
 ``hierarchy_metrics.json`` (a dict, or a list of per-group dicts).
 Outputs: ``report.md``, ``accuracy.png``, ``recall.png`` (if recall), ``cost.png`` (if ledger).

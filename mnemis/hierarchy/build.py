@@ -99,18 +99,11 @@ class HierarchyConfig(BaseModel):
 
     @classmethod
     def coerce(cls, cfg: Any) -> HierarchyConfig:
-        """Accept a config, a mapping (``_target_`` ignored) or an OmegaConf node; None = defaults."""
+        """Accept a config or a mapping of its keys (``_target_`` ignored); None = defaults."""
         if cfg is None:
             return cls()
         if isinstance(cfg, cls):
             return cfg
-        try:
-            from omegaconf import OmegaConf
-
-            if OmegaConf.is_config(cfg):
-                cfg = OmegaConf.to_container(cfg, resolve=True)
-        except ImportError:  # pragma: no cover - omegaconf is a dependency
-            pass
         return cls.model_validate({k: v for k, v in dict(cfg).items() if k != "_target_"})
 
 

@@ -1,4 +1,4 @@
-"""Per-(group, item type) search indexes built from a :class:`GraphStore` and cached as derived data.
+"""Per-(group, item type) search indexes built from a graph store and cached as derived data.
 
 Item types and their sources:
 
@@ -27,17 +27,35 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
 from mnemis.index.bm25 import BM25Index
 from mnemis.index.vector import VectorIndex, load_vector_index, make_vector_index
-from mnemis.ingest.embed_items import BM25_RECIPE, EpisodeRecipe, item_texts
+from mnemis.locks import file_lock
 from mnemis.paths import safe_name
-from mnemis.store.lock import file_lock
-from mnemis.store.sqlite import GraphStore
+from mnemis.texts import BM25_RECIPE, EpisodeRecipe, item_texts
 
 log = logging.getLogger(__name__)
+
+
+class ItemSource(Protocol):
+    """What the catalog reads from a graph store (:class:`mnemis.store.sqlite.GraphStore` is one): the file it
+    lives in, every item of a group, and stored embeddings. Indexes are built from arrays the store hands over;
+    the index layer never imports the store."""
+
+    path: Path
+
+    def episodes(self, group_id: str) -> list[Any]: ...
+
+    def entities(self, group_id: str) -> list[Any]: ...
+
+    def facts(self, group_id: str) -> list[Any]: ...
+
+    def categories(self, group_id: str) -> list[Any]: ...
+
+    def embeddings(self, group_id: str, kind: str) -> tuple[list[str], np.ndarray]: ...
 
 ITEM_EMBEDDING = {"episode": "episode", "entity": "entity_summary", "fact": "fact"}
 ITEM_TEXT = {"episode": "episode", "entity": "entity_summary", "fact": "fact"}
@@ -75,7 +93,7 @@ class IndexCatalog:
 
     def __init__(
         self,
-        store: GraphStore,
+        store: ItemSource,
         *,
         vector: str = "exact",
         vector_params: dict | None = None,

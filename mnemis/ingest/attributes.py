@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from mnemis.ingest.common import bump_stats, run_prompt
-from mnemis.ingest.embed_items import entity_texts
 from mnemis.models.llm.chunks import chunk_size
 from mnemis.models.protocols import Embedder
 from mnemis.prompts.entity_attributes import (
@@ -36,6 +35,7 @@ from mnemis.prompts.entity_attributes import (
 )
 from mnemis.prompts.limits import DEFAULT_LIMITS, PromptLimits
 from mnemis.store.sqlite import GraphStore
+from mnemis.texts import entity_texts
 from mnemis.types import Entity, Episode
 
 STAGE = "attributes"

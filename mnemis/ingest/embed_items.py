@@ -1,7 +1,7 @@
 """Embed every stored item whose embedding is missing (or whose text recipe changed), batched across groups.
 
-Texts embedded per embedding kind (also used for BM25 by :mod:`mnemis.index.catalog`, so both routes see
-the same words):
+The texts come from :mod:`mnemis.texts` (also used for BM25 by :mod:`mnemis.index.catalog`, so both routes
+see the same words):
 
 - ``episode``: ``"<speaker>: <text>"`` (the stored content), optionally repeated (``self_weight``),
   prefixed with the session date (``date=True``) and followed by the neighbouring turns of the same
@@ -22,90 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from mnemis.models.protocols import Embedder
 from mnemis.store.sqlite import GraphStore
-from mnemis.types import Category, Entity, Episode, Fact
-
-KINDS = ("episode", "entity_name", "entity_summary", "fact", "category")
-
-
-@dataclass(frozen=True)
-class EpisodeRecipe:
-    """How an episode becomes text. ``window``: neighbouring turns on each side (same session);
-    ``date``: prefix the session date; ``neighbour_chars``: cap on each neighbour's characters;
-    ``self_weight``: times the turn itself is repeated (field weighting for BM25: the turn's own words
-    count more than its neighbours')."""
-
-    window: int = 0
-    date: bool = False
-    neighbour_chars: int = 200
-    self_weight: int = 1
-
-    def key(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-
-# Measured on LoCoMo (experiments/bench/system1_recall.py): MiniLM does best on the turn alone, BM25 on the
-# turn counted twice plus the session date and two neighbouring turns on each side.
-EMBED_RECIPE = EpisodeRecipe()
-BM25_RECIPE = EpisodeRecipe(window=2, date=True, self_weight=2)
-
-
-def episode_texts(episodes: Sequence[Episode], recipe: EpisodeRecipe = EMBED_RECIPE) -> list[str]:
-    """Texts of the episodes of one group (any order; neighbours are looked up by session and turn)."""
-    by_session: dict[tuple[str, int], list[Episode]] = {}
-    for e in episodes:
-        by_session.setdefault((e.group_id, e.session), []).append(e)
-    where: dict[str, tuple[list[Episode], int]] = {}
-    for turns in by_session.values():
-        turns.sort(key=lambda e: (e.turn, e.position))
-        for i, e in enumerate(turns):
-            where[e.id] = (turns, i)
-    out = []
-    for e in episodes:
-        text = " ".join([e.content] * max(1, recipe.self_weight))
-        if recipe.date:
-            text = f"[{e.valid_at:%d %B %Y}] {text}"
-        if recipe.window > 0:
-            turns, i = where[e.id]
-            near = turns[max(0, i - recipe.window) : i] + turns[i + 1 : i + 1 + recipe.window]
-            if near:
-                text += " | " + " | ".join(n.content[: recipe.neighbour_chars] for n in near)
-        out.append(text)
-    return out
-
-
-def entity_texts(entities: Sequence[Entity], *, with_summary: bool = True) -> list[str]:
-    return [f"{e.name}: {e.summary}" if with_summary and e.summary else e.name for e in entities]
-
-
-def fact_texts(facts: Sequence[Fact]) -> list[str]:
-    return [f.fact for f in facts]
-
-
-def category_texts(categories: Sequence[Category]) -> list[str]:
-    return [f"{c.name}: {c.summary}" if c.summary else c.name for c in categories]
-
-
-def item_texts(store: GraphStore, group_id: str, kind: str, recipe: EpisodeRecipe = EMBED_RECIPE) -> tuple[list[str], list[str]]:
-    """``(ids, texts)`` of every item of one group for an embedding kind, in store order."""
-    if kind == "episode":
-        eps = store.episodes(group_id)
-        return [e.id for e in eps], episode_texts(eps, recipe)
-    if kind in ("entity_name", "entity_summary"):
-        ents = store.entities(group_id)
-        return [e.id for e in ents], entity_texts(ents, with_summary=kind == "entity_summary")
-    if kind == "fact":
-        facts = store.facts(group_id)
-        return [f.id for f in facts], fact_texts(facts)
-    if kind == "category":
-        cats = store.categories(group_id)
-        return [c.id for c in cats], category_texts(cats)
-    raise ValueError(f"unknown embedding kind {kind!r} (one of {KINDS})")
+from mnemis.texts import EMBED_RECIPE, KINDS, EpisodeRecipe, item_texts
+from mnemis.types import Episode
 
 
 def _recipe_tag(embedder: Embedder, kind: str, recipe: EpisodeRecipe) -> str:

@@ -15,7 +15,6 @@ from typing import Literal
 
 from mnemis.models.tiny import dequantized_smollm2, locate_minilm
 
-
 # Qwen3's chat format for plain chats, in our own template: ChatML turns, and with ``enable_thinking=false``
 # an empty think block opening the assistant turn (what Qwen3's template emits, so the model answers directly).
 QWEN3_STYLE_TEMPLATE = (

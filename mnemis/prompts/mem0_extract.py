@@ -20,8 +20,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, create_model
 
-from mnemis.eval.render import format_episode
 from mnemis.prompts.base import Prompt, bare_list_as, system, user
+from mnemis.render import format_episode
 from mnemis.types import Episode
 
 MAX_FACTS = 8

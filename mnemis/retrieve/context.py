@@ -9,7 +9,7 @@ Layout (REFERENCE §6 "Suggested layout", our decision)::
     ## Conversation messages
     [2023/05/08 (Mon) 13:56] Caroline: I was diagnosed with gastritis last week.
 
-Episodes are sorted by time and rendered by :func:`mnemis.eval.render.format_episode` (the one
+Episodes are sorted by time and rendered by :func:`mnemis.render.format_episode` (the one
 episode formatter). A token budget (≈4 characters per token, or a ``tokenizer`` callable returning
 a token count) is filled by rank, interleaving the three lists (episode 1, fact 1, entity 1,
 episode 2, ...); an item that does not fit is skipped whole, never cut. The result carries the ids
@@ -23,7 +23,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from mnemis.eval.render import format_episode, sort_episodes
+from mnemis.render import format_episode, sort_episodes
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Category, Entity, Episode, Fact, RetrievedContext
 

@@ -20,9 +20,9 @@ import numpy as np
 
 from mnemis.index.catalog import IndexCatalog, ItemIndexes
 from mnemis.index.rrf import rrf
-from mnemis.ingest.embed_items import BM25_RECIPE, EpisodeRecipe
 from mnemis.models.protocols import Embedder
 from mnemis.store.sqlite import GraphStore
+from mnemis.texts import BM25_RECIPE, EpisodeRecipe
 from mnemis.types import Hit, Question, RetrievedContext
 
 Route = Literal["both", "rag", "graph"]

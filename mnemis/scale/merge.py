@@ -130,7 +130,7 @@ def _load(run: Path, name: str) -> Any:
 def _metric_options(config: Mapping[str, Any]) -> dict[str, Any]:
     judge = config.get("judge") or {}
     boot = judge.get("bootstrap") or {}
-    return {"separate": tuple(judge.get("separate_categories") or ()),  # as mnemis.jobs.run_eval
+    return {"separate": tuple(judge.get("separate_categories") or ()),  # as mnemis.app.jobs.run_eval
             "failed": judge.get("failed", "wrong"), "n_boot": int(boot.get("n_boot", 1000)),
             "seed": int(boot.get("seed", 0))}
 

@@ -2,8 +2,8 @@
 
 :class:`WriterLock` is one memory's writer lock: held for a whole write (``Memory.add``: the messages and
 their extraction), re-entrant inside the object, waiting up to ``timeout`` seconds for another holder and
-then raising :class:`StoreBusy`, which names the pid that holds it. :func:`file_lock` is a plain
-shared / exclusive lock for derived files (the index cache).
+then raising :class:`StoreBusy`, which names the pid that holds it. A plain shared / exclusive lock for
+derived files (the index cache, dequantised models) is :func:`mnemis.locks.file_lock`.
 
 The side file is never deleted (deleting a lock file lets two processes lock two different files). On a
 system without ``fcntl`` (Windows) the locks do nothing and one process per memory file is the rule.
@@ -113,29 +113,3 @@ class WriterLock:
         fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
         self._fh.close()
         self._fh = None
-
-
-@contextlib.contextmanager
-def file_lock(path: str | Path, *, shared: bool = False) -> Iterator[None]:
-    """Hold an advisory lock on ``path`` (created when missing): shared for readers, exclusive for writers."""
-    if fcntl is None:  # pragma: no cover
-        yield
-        return
-    path, fh = Path(path), None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "a+")  # noqa: SIM115 - closed below
-    except OSError:
-        if not shared:
-            raise
-        with contextlib.suppress(OSError):  # a read-only folder: a reader may still lock an existing file
-            fh = open(path)  # noqa: SIM115
-    if fh is None:  # a read-only folder without a lock file: no writer can change it either
-        yield
-        return
-    with fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

@@ -8,11 +8,10 @@ Prints the per-stage prompt tokens per episode.
 from __future__ import annotations
 
 import json
-
-import pytest
-
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments" / "bench"))
 from ingest_cost import build, cost_report, locomo_slice  # noqa: E402  (the cost benchmark's helpers)

@@ -31,7 +31,7 @@ def test_dequantised_folder_keeps_the_chat_template():
     _require_parts()
     from transformers import AutoTokenizer
 
-    from mnemis.models.tiny import packaged_model
+    from mnemis.models.packaged import packaged_model
 
     folder, identity = packaged_model("qwen2.5-coder-0.5b")
     assert identity.startswith("qwen2.5-coder-0.5b-instruct@1d9614638d18") and "/" not in identity
@@ -45,7 +45,7 @@ def test_dequantised_folder_keeps_the_chat_template():
 def test_cpu_small_profile_runs_with_the_half_billion_model(tmp_path):
     _require_parts()
     cmd = [
-        sys.executable, "-m", "mnemis.cli", "run", "experiment=cpu_small", "llm=qwen25_coder_0_5b_vllm_cpu",
+        sys.executable, "-m", "mnemis.app.cli", "run", "experiment=cpu_small", "llm=qwen25_coder_0_5b_vllm_cpu",
         "dataset=longmemeval_s", f"dataset.path={FIXTURE}", "dataset.slice.groups=[e47becba]",
         "dataset.slice.sessions=null", "judge=longmemeval", f"paths.artifacts_dir={tmp_path}/artifacts",
         f"paths.cache_dir={tmp_path}/cache", f"hydra.run.dir={tmp_path}/run",

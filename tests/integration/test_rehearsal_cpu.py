@@ -26,7 +26,7 @@ def _rehearse(tmp_path: Path, experiment: str, *extra: str) -> dict:
     pytest.importorskip("vllm")
     tmp_path.mkdir(parents=True, exist_ok=True)
     cache = Path(os.environ.get("MNEMIS_TEST_MODEL_CACHE", tmp_path / "cache"))
-    cmd = [sys.executable, "-m", "mnemis.cli", "run", f"experiment={experiment}", "models=random_same_arch",
+    cmd = [sys.executable, "-m", "mnemis.app.cli", "run", f"experiment={experiment}", "models=random_same_arch",
            "judge.leniency.n=2", f"paths.cache_dir={cache}", f"paths.artifacts_dir={tmp_path}/artifacts",
            f"paths.shared_data_dir={REPO.parent / 'shared' / 'data'}", f"hydra.run.dir={tmp_path}/run", *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}

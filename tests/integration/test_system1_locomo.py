@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from mnemis.eval.recall import evidence_recall
-from mnemis.ingest.embed_items import EpisodeRecipe, embed_missing
+from mnemis.ingest.embed_items import embed_missing
 from mnemis.retrieve.system1 import System1
 from mnemis.store.sqlite import GraphStore
+from mnemis.texts import EpisodeRecipe
 
 pytestmark = pytest.mark.integration
 

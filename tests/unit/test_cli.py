@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from mnemis.config import compose
 from mnemis.types import entity_id, fact_id
 
@@ -14,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _mnemis(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     shared = REPO.parent / "shared" / "data"
-    cmd = [sys.executable, "-m", "mnemis.cli", *args, f"paths.artifacts_dir={tmp_path}/artifacts",
+    cmd = [sys.executable, "-m", "mnemis.app.cli", *args, f"paths.artifacts_dir={tmp_path}/artifacts",
            f"paths.shared_data_dir={shared}", f"hydra.run.dir={tmp_path}/run"]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
 
@@ -43,7 +42,7 @@ def test_build_twice_is_idempotent(tmp_path, locomo_path):
 
 
 def test_unknown_command_and_bad_slice(tmp_path, locomo_path):
-    bad = subprocess.run([sys.executable, "-m", "mnemis.cli", "frobnicate"], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "mnemis.app.cli", "frobnicate"], capture_output=True, text=True)
     assert bad.returncode == 2 and "usage: mnemis" in bad.stderr
     res = _mnemis(tmp_path, "build", "dataset.slice.groups=[conv-999]")
     assert res.returncode != 0 and "conv-999" in res.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemis.cli import _split, main
+from mnemis.app.cli import _split, main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ def test_split_keeps_info_and_its_value_apart_from_overrides():
 
 
 def _mnemis(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mnemis.cli", *args], capture_output=True, text=True, cwd=tmp_path,
+    return subprocess.run([sys.executable, "-m", "mnemis.app.cli", *args], capture_output=True, text=True, cwd=tmp_path,
                           timeout=120)
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mnemis import doctor
+from mnemis.app import doctor
+from mnemis.app.doctor import GIB, ModelNeed, ModelStatus, memory_plan, model_needs, name_params
 from mnemis.config import compose_for_checks
-from mnemis.doctor import GIB, ModelNeed, ModelStatus, memory_plan, model_needs, name_params
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,7 @@ def _cli(tmp_path: Path, *args: str, env_extra: dict | None = None) -> subproces
     import os
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MNEMIS_DATA_DIR": str(tmp_path / "data"), **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "mnemis.cli", *args], capture_output=True, text=True, cwd=tmp_path,
+    return subprocess.run([sys.executable, "-m", "mnemis.app.cli", *args], capture_output=True, text=True, cwd=tmp_path,
                           env=env, timeout=120)
 
 
@@ -98,7 +98,7 @@ def test_quickstart_passes_its_own_checks(tmp_path, capsys, locomo_path):
 
 
 def test_preflight_stops_a_run_whose_checks_fail(monkeypatch, capsys):
-    from mnemis.cli import _preflight
+    from mnemis.app.cli import _preflight
     from mnemis.config import compose
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

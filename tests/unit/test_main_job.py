@@ -14,7 +14,7 @@ EXTRACTION = {"extract_entities", "reflect_entities", "extract_facts", "reflect_
 
 def test_sweep_over_retrieval_reuses_the_memory(tmp_path, locomo_path):
     cmd = [
-        sys.executable, "-m", "mnemis.cli", "run", "-m", "experiment=quickstart", "llm=schema_fake",
+        sys.executable, "-m", "mnemis.app.cli", "run", "-m", "experiment=quickstart", "llm=schema_fake",
         "embedder=hashing", "reranker=cosine", "retrieval.k=5,10", "judge.leniency.enabled=false",
         "methods=[mnemis,rag,full_context,mem0]",
         f"paths.artifacts_dir={tmp_path}/artifacts", f"paths.cache_dir={tmp_path}/cache",

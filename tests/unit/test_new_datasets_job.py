@@ -14,7 +14,7 @@ FIX = REPO / "tests" / "fixtures"
 
 
 def _run(tmp_path: Path, *overrides: str) -> Path:
-    cmd = [sys.executable, "-m", "mnemis.cli", "run", "llm=schema_fake", "embedder=hashing", "reranker=cosine",
+    cmd = [sys.executable, "-m", "mnemis.app.cli", "run", "llm=schema_fake", "embedder=hashing", "reranker=cosine",
            "preflight=false", f"paths.artifacts_dir={tmp_path}/artifacts", f"paths.cache_dir={tmp_path}/cache",
            f"hydra.run.dir={tmp_path}/run", *overrides]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False)

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,6 +21,6 @@ def test_importing_mnemis_is_light():
     import subprocess
     import sys
 
-    code = "import sys, mnemis, mnemis.store, mnemis.jobs; print(sorted(m for m in ('vllm','faiss','triton','torch') if m in sys.modules))"
+    code = "import sys, mnemis, mnemis.store, mnemis.app.jobs; print(sorted(m for m in ('vllm','faiss','triton','torch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

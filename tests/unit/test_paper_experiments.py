@@ -196,7 +196,7 @@ def test_targets_and_retrieval_sections_bind(overrides):
 
 
 def test_retrieval_sweeps_reuse_the_build_and_embedder_sweeps_do_not():
-    from mnemis.jobs import build_address
+    from mnemis.app.jobs import build_address
 
     base = build_address(_cfg(["experiment=paper_locomo_k10"]))
     same = [["experiment=paper_locomo_k30"], ["experiment=paper_locomo_baselines"], ["experiment=paper_locomo_mem0"],

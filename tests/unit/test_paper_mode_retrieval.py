@@ -125,7 +125,7 @@ def test_every_ablation_overlay_is_listed_and_tested():
 
 
 def test_ablation_sweeps_reuse_the_paper_build():
-    from mnemis.jobs import build_address
+    from mnemis.app.jobs import build_address
 
     base = build_address(_cfg(["experiment=paper_locomo_k10"]))
     for name in RETRIEVAL_ABLATIONS + ["answer_terse"]:

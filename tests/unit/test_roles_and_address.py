@@ -3,17 +3,16 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-import mnemis.jobs as jobs
+import mnemis.app.jobs as jobs
 import mnemis.prompts.fingerprint as fp
+from mnemis.app.jobs import Models, build_address, build_view, run_command
 from mnemis.config import compose, to_plain
-from mnemis.jobs import Models, build_address, build_view, run_command
 from mnemis.roles import check_roles, roles_summary, run_seeds
 
 PAPER_EXPERIMENTS = ["paper_locomo_k10", "paper_locomo_k30", "paper_locomo_baselines", "paper_locomo_mem0",

@@ -23,8 +23,16 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from mnemis.baselines.mem0.extract import (ExtractJob, Pair, extract_facts, make_pairs, refresh_summaries,
-                                           sorted_messages, speakers_of, summary_due)
+from mnemis.baselines.mem0.extract import (
+    ExtractJob,
+    Pair,
+    extract_facts,
+    make_pairs,
+    refresh_summaries,
+    sorted_messages,
+    speakers_of,
+    summary_due,
+)
 from mnemis.baselines.mem0.search import StoreRef, render_memories, search_memories
 from mnemis.baselines.mem0.store import Mem0Store
 from mnemis.baselines.mem0.update import GroupMemories, PairFacts, commit_update, update_step

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from mnemis.baselines.mem0.store import Mem0Store, Memory
-from mnemis.eval.render import format_timestamp
+from mnemis.render import format_timestamp
 from mnemis.types import Hit, Question, RetrievedContext
 
 

@@ -35,8 +35,13 @@ from mnemis.baselines.mem0.store import Mem0Store, Node, Relation
 from mnemis.index.rrf import rrf
 from mnemis.models.llm.base import LLMRequest, Sampling
 from mnemis.prompts.base import Prompt
-from mnemis.prompts.mem0_graph import (MAX_NAME_CHARS, MEM0G_CONFLICTS, MEM0G_ENTITIES, MEM0G_QUERY_ENTITIES,
-                                       MEM0G_RELATIONS)
+from mnemis.prompts.mem0_graph import (
+    MAX_NAME_CHARS,
+    MEM0G_CONFLICTS,
+    MEM0G_ENTITIES,
+    MEM0G_QUERY_ENTITIES,
+    MEM0G_RELATIONS,
+)
 from mnemis.types import Hit, Question, stable_id
 
 _NON_WORD = re.compile(r"[^0-9a-z]+")

@@ -229,7 +229,7 @@ def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator
     if peers.get("base_url"):
         yield str(peers["base_url"]), str(peers.get("model") or (llm.get("backend") or {}).get("model"))
         return
-    from mnemis.models.tiny import packaged_model
+    from mnemis.models.packaged import packaged_model
 
     backend = llm.get("backend") or {}
     name = str(backend.get("model") or "")

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from mnemis.models.llm.base import Completion, LLMRequest
+from mnemis.models.packaged import packaged_model
 from mnemis.models.split_gguf import SPLIT_MODELS
-from mnemis.models.tiny import SMOLLM2, model_identity, packaged_model, require_path, resolve_local, smollm2_gguf
+from mnemis.models.tiny import SMOLLM2, model_identity, require_path, resolve_local, smollm2_gguf
 
 log = logging.getLogger(__name__)
 

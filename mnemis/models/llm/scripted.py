@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from mnemis.models.llm.base import Completion, LLMRequest
 
+
 class Cut(str):
     """A scripted reply that stopped at ``max_tokens`` (``finish_reason="length"``)."""
 

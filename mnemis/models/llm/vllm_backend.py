@@ -18,7 +18,8 @@ from typing import Any
 
 from mnemis.models.llm.base import Completion, LLMRequest
 from mnemis.models.llm.cpu_threads import DEFAULT_BIND, bound_engine_env
-from mnemis.models.tiny import model_identity, packaged_model, require_path, resolve_local
+from mnemis.models.packaged import packaged_model
+from mnemis.models.tiny import model_identity, require_path, resolve_local
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,18 @@ import re
 from datetime import timedelta
 
 import pytest
-from mem0_helpers import T0, Decider, block, episodes, live, make_llm, new_fact, shown_memories, stages, text_of
+from mem0_helpers import (
+    T0,
+    Decider,
+    block,
+    episodes,
+    live,
+    make_llm,
+    new_fact,
+    shown_memories,
+    stages,
+    text_of,
+)
 
 from mnemis.baselines.mem0.extract import make_pairs, summary_due
 from mnemis.baselines.mem0.pipeline import Mem0Config, build_mem0, run_mem0, store_layout

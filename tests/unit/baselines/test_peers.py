@@ -228,7 +228,7 @@ def test_a_failing_peer_never_stops_the_other_methods_of_a_run(tmp_path, locomo_
     shadow.mkdir()
     (shadow / "graphiti_core.py").write_text("raise ImportError('not installed (test)')\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": f"{shadow}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    cmd = [sys.executable, "-m", "mnemis.cli", "run", "experiment=quickstart", "llm=schema_fake", "embedder=hashing",
+    cmd = [sys.executable, "-m", "mnemis.app.cli", "run", "experiment=quickstart", "llm=schema_fake", "embedder=hashing",
            "reranker=cosine", "judge.leniency.enabled=false", "methods=[rag,graphiti]",
            "peers.base_url=http://127.0.0.1:9/v1", f"paths.artifacts_dir={tmp_path}/art",
            f"paths.cache_dir={tmp_path}/cache", f"paths.shared_data_dir={locomo_path.parent}",

@@ -159,7 +159,7 @@ def test_fresh_clone_fetches_all_then_loads_locomo(tmp_path):
     env.update(PYTHONPATH=str(clone), HOME=str(tmp_path / "home"), MNEMIS_DATA_DIR=str(tmp_path / "data"))
     with serve({**files, **beam}) as url:
         env["MNEMIS_DATA_MIRROR"] = url + "/redirect"
-        res = subprocess.run([sys.executable, "-m", "mnemis.cli", "data", "fetch", "all"], cwd=tmp_path,
+        res = subprocess.run([sys.executable, "-m", "mnemis.app.cli", "data", "fetch", "all"], cwd=tmp_path,
                              env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("CC BY-NC 4.0") == 1 and "MIT" in res.stdout  # each licence printed once

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mnemis.cli import main
-from mnemis.eval.compare import compare, find_jobs, write_compare
+from mnemis.app.cli import main
+from mnemis.app.compare import compare, find_jobs, write_compare
 
 
 def _job(d: Path, k: int, acc: float, overrides: list[str] | None = None) -> Path:

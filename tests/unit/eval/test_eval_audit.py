@@ -3,8 +3,15 @@ from __future__ import annotations
 import pytest
 from eval_helpers import make_question, scripted_llm, verdict
 
-from mnemis.eval.audit import ANSWER_ERRORS, AuditResult, apply_audit, audit_id, audited_labels, default_audit_path, \
-    load_audit
+from mnemis.eval.audit import (
+    ANSWER_ERRORS,
+    AuditResult,
+    apply_audit,
+    audit_id,
+    audited_labels,
+    default_audit_path,
+    load_audit,
+)
 
 
 @pytest.fixture(scope="module")

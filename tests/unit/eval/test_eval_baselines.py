@@ -7,7 +7,7 @@ from eval_helpers import make_episode, make_question
 
 from mnemis.baselines.full_context import estimate_tokens, full_context, render_history, token_counter
 from mnemis.baselines.rag import rag_contexts, render_episode_hits
-from mnemis.eval.render import format_episode, render_episodes
+from mnemis.render import format_episode, render_episodes
 from mnemis.types import Hit, RetrievedContext
 
 

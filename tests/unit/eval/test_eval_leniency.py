@@ -2,7 +2,13 @@ from __future__ import annotations
 
 from eval_helpers import scripted_llm, verdict
 
-from mnemis.eval.leniency import acceptance_rates, default_stress_path, judge_leniency, sample_items, stress_question
+from mnemis.eval.leniency import (
+    acceptance_rates,
+    default_stress_path,
+    judge_leniency,
+    sample_items,
+    stress_question,
+)
 
 ITEMS = [{"question_id": f"locomo_{i % 3}_qa{i}", "question": f"When did {i} happen?", "golden_answer": "7 May 2023",
           "category": 2, "wrong_specific": "12 April 2023", "wrong_vague": "Sometime in spring"} for i in range(10)]

@@ -86,7 +86,7 @@ def test_a_tampered_run_dir_renders_and_runs_no_script_in_headless_chromium(tmp_
 
 
 def _report(tmp_path: Path, run: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mnemis.cli", "report", f"run_dir={run}",
+    return subprocess.run([sys.executable, "-m", "mnemis.app.cli", "report", f"run_dir={run}",
                            f"hydra.run.dir={tmp_path}/hydra"], check=False, capture_output=True, text=True,
                           cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
 

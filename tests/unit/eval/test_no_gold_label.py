@@ -10,9 +10,9 @@ import re
 
 import pytest
 
+from mnemis.app.jobs import run_command
 from mnemis.components import _MODELS
 from mnemis.config import compose
-from mnemis.jobs import run_command
 
 TURNS = [("Ann", "I adopted a cat named Miso last week."), ("Bob", "Miso is a lovely name! I got a dog."),
          ("Ann", "We should walk your dog and show Miso the park."), ("Bob", "My dog Rex would like that.")]

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from mnemis.index.catalog import IndexCatalog
-from mnemis.ingest.embed_items import EpisodeRecipe, embed_missing, episode_texts
+from mnemis.ingest.embed_items import embed_missing
 from mnemis.models.embed import HashingEmbedder
 from mnemis.store.sqlite import StoreError
-
+from mnemis.texts import EpisodeRecipe, episode_texts
 
 
 class CountingEmbedder(HashingEmbedder):
@@ -122,7 +122,7 @@ def test_catalog_damaged_cache_is_rebuilt(store, tmp_path, caplog):
 def test_catalog_recipes_keep_separate_caches(store, tmp_path):
     """The paper's BM25 text (the turn itself) and the default recipe (turn x2 + date + neighbours) get
     separate cache folders; neither is ever served the other's index."""
-    from mnemis.ingest.embed_items import BM25_RECIPE
+    from mnemis.texts import BM25_RECIPE
 
     plain = EpisodeRecipe()
     tuned = IndexCatalog(store, cache_dir=tmp_path / "idx", recipe=BM25_RECIPE)

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from mnemis.ingest.attributes import EPISODE_STAGE, STALE_STAGE
-from mnemis.ingest.embed_items import entity_texts
 from mnemis.scale.responder import entity_name, user_text
+from mnemis.texts import entity_texts
 
 from .fakes import current_message, episodes, graph, rule_responder, section
 

@@ -11,8 +11,14 @@ import pytest
 import mnemis.prompts
 from mnemis.config import compose, to_plain
 from mnemis.models.llm.base import LLMRequest, Sampling
-from mnemis.models.llm.budget import SLACK_TOKENS, fit_schema, plan, serialise, worst_case_tokens, \
-    worst_case_value
+from mnemis.models.llm.budget import (
+    SLACK_TOKENS,
+    fit_schema,
+    plan,
+    serialise,
+    worst_case_tokens,
+    worst_case_value,
+)
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.prompts.base import Prompt

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from models_helpers import GOOD, make_request
 
 from mnemis.models.cache import CacheMissError, ResponseCache
 from mnemis.models.llm.client import LLM
@@ -13,8 +14,6 @@ from mnemis.models.llm.scripted import Cut, ScriptedBackend
 from mnemis.prompts.dedup_facts import FactDecisions
 from mnemis.prompts.entity_attributes import EntityAttributes
 from mnemis.prompts.extract_facts import ExtractedFacts
-
-from models_helpers import GOOD, make_request
 
 FACT = '{"source": 0, "target": 1, "relation": "LIKES", "fact": "Ann likes tea.", "valid_at": "", "invalid_at": ""}'
 

@@ -101,7 +101,7 @@ def test_not_a_gguf_is_an_integrity_error(tmp_path):
 
 
 def test_registry_pins_both_models_and_packaged_model_ignores_other_names():
-    from mnemis.models.tiny import packaged_model
+    from mnemis.models.packaged import packaged_model
 
     m15, m05 = split_gguf.SPLIT_MODELS["qwen2.5-coder-1.5b"], split_gguf.SPLIT_MODELS["qwen2.5-coder-0.5b"]
     assert (m15.n_parts, m15.size, m15.n_tensors) == (22, 1_117_320_768, 339)

@@ -26,12 +26,12 @@ from mnemis.baselines.mem0.pipeline import group_messages, store_layout
 from mnemis.baselines.mem0.search import memory_line, render_memories, search_memories
 from mnemis.baselines.mem0.store import Mem0Store, Memory
 from mnemis.baselines.rag import rag_contexts
-from mnemis.eval.render import format_episode
 from mnemis.ingest.embed_items import embed_missing
 from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.prompts.select_nodes import SELECT_NODES
+from mnemis.render import format_episode
 from mnemis.retrieve.context import format_item, render_context
 from mnemis.retrieve.fuse import Fuser
 from mnemis.retrieve.system1 import System1

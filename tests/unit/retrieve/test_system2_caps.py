@@ -15,7 +15,17 @@ from mnemis.retrieve.expand import ExpandCaps, cap_nodes, expand_one_hop, merge_
 from mnemis.retrieve.fuse import Fuser
 from mnemis.retrieve.system2 import System2, System2Config
 from mnemis.store.sqlite import GraphStore
-from mnemis.types import Category, CategoryEdge, Entity, Episode, Fact, Mention, Question, category_id, entity_id
+from mnemis.types import (
+    Category,
+    CategoryEdge,
+    Entity,
+    Episode,
+    Fact,
+    Mention,
+    Question,
+    category_id,
+    entity_id,
+)
 
 G = "w"
 SPEAKER = "Caroline"

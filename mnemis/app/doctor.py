@@ -217,7 +217,7 @@ def _gib(x: float | None) -> str:
 
 def gpu_info() -> tuple[str, float] | None:
     """(name, total bytes) of GPU 0 from nvidia-smi, or None without one (torch is not imported)."""
-    from mnemis.provenance import nvidia_gpus
+    from mnemis.app.provenance import nvidia_gpus
 
     gpus = nvidia_gpus()
     return gpus[0] if gpus else None

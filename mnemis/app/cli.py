@@ -42,10 +42,10 @@ def _hydra_main() -> None:
     def _main(cfg: DictConfig) -> None:
         from hydra.core.hydra_config import HydraConfig
 
+        from mnemis.app.jobs import run_command
+        from mnemis.app.provenance import write_provenance
         from mnemis.data.errors import DataError
-        from mnemis.jobs import run_command
         from mnemis.logs import quiet_third_party
-        from mnemis.provenance import write_provenance
         from mnemis.store import StoreError
 
         quiet_third_party(bool(cfg.get("verbose", False)))
@@ -66,8 +66,8 @@ def _hydra_main() -> None:
 
 def _preflight(cfg: object, launcher: str | None) -> None:
     """``mnemis doctor``'s checks (no hub calls); stop before the build when one blocks."""
+    from mnemis.app.doctor import preflight, print_table
     from mnemis.config import to_plain
-    from mnemis.doctor import preflight, print_table
 
     blocking = preflight(to_plain(cfg), launcher)
     if blocking:
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         merge_command(rest)
         return
     if command == "compare":
-        from mnemis.eval.compare import compare_command
+        from mnemis.app.compare import compare_command
 
         raise SystemExit(compare_command(rest))
     if command == "data":
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
 
         raise SystemExit(data_command(rest))
     if command in ("models", "doctor"):
-        from mnemis.doctor import doctor_command, models_command
+        from mnemis.app.doctor import doctor_command, models_command
 
         raise SystemExit(models_command(rest) if command == "models" else doctor_command(rest))
     flags, overrides = _split(rest)
