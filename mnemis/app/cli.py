@@ -12,7 +12,9 @@ USAGE = (
     "usage: mnemis <command> [key=value ...] [-m for a multirun sweep]\n"
     "\n"
     "commands:\n"
-    "  data     fetch the benchmark files: mnemis data fetch [locomo|locomo_audit|judge_stress|longmemeval_s|all]\n"
+    "  data     fetch or list the benchmark files: mnemis data fetch [locomo|locomo_audit|judge_stress|\n"
+    "           longmemeval_s|beam|locomo_plus|all] (large, by name only: longmemeval_m|beam_500K|beam_1M|\n"
+    "           beam_10M); mnemis data list\n"
     "  models   list or download the model weights a config needs: mnemis models list|fetch experiment=...\n"
     "  doctor   check data, weights, GPU memory, launcher plugins and dirs: mnemis doctor experiment=...\n"
     "  build    ingest the dataset into a memory (store, base graph, hierarchy)\n"
@@ -20,13 +22,15 @@ USAGE = (
     "  run      doctor's checks, build (reused when present), then eval: the main job\n"
     "  report   regenerate the report of a run directory: mnemis report run_dir=runs/...\n"
     "  merge    combine shard run dirs: mnemis merge runs=[dir1,dir2,...] out=dir\n"
+    "  compare  one table and plot across run dirs or a sweep: mnemis compare runs/multirun/<date>/<time>\n"
     "\n"
     "examples:\n"
-    "  mnemis run experiment=quickstart                    # CPU, tiny models, about 7 minutes\n"
+    "  mnemis run experiment=quickstart                    # CPU, tiny models, about 5 minutes\n"
     "  mnemis doctor experiment=paper_locomo_k10           # before a GPU run\n"
     "  mnemis run experiment=paper_locomo_k10 retrieval.k=30\n"
     "  mnemis run --help                                   # config groups and their options\n"
     "  mnemis run experiment=quickstart --cfg job -p retrieval   # print the composed config\n"
+    "  mnemis run -m experiment=quickstart hparams_search=quickstart_system1   # an Optuna search (.[sweep])\n"
     "\n"
     "options: --version, -h/--help; verbose=true shows third-party library logs\n"
 )
@@ -39,10 +43,11 @@ def _hydra_main() -> None:
     from mnemis.config import CONF_DIR
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-    def _main(cfg: DictConfig) -> None:
+    def _main(cfg: DictConfig) -> float | None:
         from hydra.core.hydra_config import HydraConfig
 
         from mnemis.app.jobs import run_command
+        from mnemis.app.objective import sweep_objective
         from mnemis.app.provenance import write_provenance
         from mnemis.data.errors import DataError
         from mnemis.logs import quiet_third_party
@@ -60,6 +65,7 @@ def _hydra_main() -> None:
             run_command(cfg, output_dir=out)
         except (DataError, StoreError) as exc:
             raise SystemExit(f"mnemis {cfg.command}: {exc}") from None
+        return sweep_objective(cfg, out)  # what an optimising sweeper reads (optimized_metric; None when unset)
 
     _main()
 

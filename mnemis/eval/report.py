@@ -141,7 +141,8 @@ def _answer_scores_section(metrics: dict[str, Any]) -> list[str]:
 
 
 def _accuracy_section(metrics: dict[str, Any], leniency: Mapping[str, Any],
-                      roles: Mapping[str, Any] | None = None) -> list[str]:
+                      roles: Mapping[str, Any] | None = None, lenient: Mapping[str, str] | None = None) -> list[str]:
+    """The judges' accuracy, opened by a line per judge whose accuracy is not meaningful (``lenient``)."""
     roles = roles or {}
     cats: list[str] = []
     seps: list[str] = []
@@ -151,8 +152,9 @@ def _accuracy_section(metrics: dict[str, Any], leniency: Mapping[str, Any],
             seps += list(j["raw"]["separate"])
     cats, seps = order_categories(cats), order_categories(seps)
     head = ["method", "judge", "scoring", *cats, "overall", *seps, "judge failures", "leniency spec/vague %"]
-    lines = ["## Accuracy (%, 95% bootstrap CI by group)", "", "| " + " | ".join(head) + " |",
-             "|" + "---|" * len(head)]
+    lines = ["## Accuracy (%, 95% bootstrap CI by group)", ""]
+    lines += [f"- **{line}**" for line in (lenient or {}).values()]
+    lines += [""] * bool(lenient) + ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for method, m in metrics.items():
         for judge, j in m.get("judges", {}).items():
             for scoring in ("raw", "audited"):
@@ -354,12 +356,15 @@ def write_report(run_dir: str | Path) -> Path:
         lines.append(f"- **{method}**: {m.get('n_questions', '?')} questions in {m.get('n_groups', '?')} groups, "
                      f"{m.get('answer_failures', 0)} failed answers, seeds {m.get('seeds', [0])}")
     lines.append("")
-    from mnemis.eval.run_health import health_lines, write_health
+    from mnemis.eval.run_health import health_lines, not_meaningful, write_health
 
-    lines += health_lines(write_health(run))  # did the run run the method it claims? (health.json)
+    health = write_health(run)
+    lines += health_lines(health)  # did the run run the method it claims? (health.json)
     lines += _roles_section(roles)
-    lines += _accuracy_section(metrics, leniency, roles)
-    lines += _answer_scores_section(metrics)
+    lenient = not_meaningful(health)  # a judge that accepts most known-wrong answers: token F1 first
+    scores = _answer_scores_section(metrics)
+    accuracy = _accuracy_section(metrics, leniency, roles, lenient)
+    lines += scores + accuracy if lenient and scores else accuracy + scores
     lines += _graded_lines(run, metrics, qfile)  # BEAM / LoCoMo-Plus: score parts, controls, health per ability
     if _plot_accuracy(metrics, run / "accuracy.png"):
         lines += ["![accuracy](accuracy.png)", ""]

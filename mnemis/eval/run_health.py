@@ -151,7 +151,29 @@ def judge_health(leniency: Mapping[str, Any]) -> dict[str, Any]:
     criteria = leniency.get("criteria") or {}
     for name, kinds in (leniency.get("judges") or {}).items():
         rates = {k: (v or {}).get("rate") for k, v in kinds.items() if isinstance(v, Mapping)}
-        out[name] = {"criterion": criteria.get(name), "rates": rates, "reference": dict(REFERENCE_RATES)}
+        judged = sum(int((v or {}).get("judged") or 0) for v in kinds.values() if isinstance(v, Mapping))
+        accepted = sum(int((v or {}).get("accepted") or 0) for v in kinds.values() if isinstance(v, Mapping))
+        out[name] = {"criterion": criteria.get(name), "rates": rates, "reference": dict(REFERENCE_RATES),
+                     "accepts": _share(accepted, judged)}  # of every known-wrong answer judged, both kinds
+    return out
+
+
+def _mostly_accepts(rates: Mapping[str, float | None]) -> bool:
+    return any(r is not None and r > MOSTLY_ACCEPTS for r in rates.values())
+
+
+def not_meaningful(health: Mapping[str, Any]) -> dict[str, str]:
+    """Per judge that accepts most known-wrong answers of a kind (above ``MOSTLY_ACCEPTS``): the line that says
+    its accuracy is not meaningful. The CLI's closing lines and the report then put token F1 first."""
+    out = {}
+    for name, j in (health.get("judges") or {}).items():
+        rates = j.get("rates") or {}
+        if _mostly_accepts(rates):
+            share = j.get("accepts")
+            if share is None:  # a health.json without the pooled share: the most lenient kind
+                share = max(r for r in rates.values() if r is not None)
+            kinds = ", ".join(f"{k} {_pct(r)}" for k, r in rates.items())
+            out[name] = f"accuracy not meaningful: judge {name} accepts {_pct(share)} of known-wrong answers ({kinds})"
     return out
 
 
@@ -199,7 +221,7 @@ def warnings(h: Mapping[str, Any]) -> list[str]:
             out.append(f"group {gid}: {sizes[-1]} nodes in the top layer make one very long selection prompt")
     for name, j in (h.get("judges") or {}).items():
         rates = j.get("rates") or {}
-        if any(r is not None and r > MOSTLY_ACCEPTS for r in rates.values()):
+        if _mostly_accepts(rates):
             out.append(f"judge {name} accepts {', '.join(f'{_pct(r)} of {k}' for k, r in rates.items())} known-wrong "
                        "answers: its accuracy is not meaningful; read token F1 first")
         elif j.get("criterion") == "generous":
