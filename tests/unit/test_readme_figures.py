@@ -1,7 +1,8 @@
-"""Every figure of the README's Results section is in the JSON file under ``experiments/results/`` that its
-table (or subsection) cites, so a figure without a file, or one that no longer matches its file, fails.
+"""Every figure of ``docs/results.md`` and of the README's figure sections (its reproduction table) is in the
+JSON file under ``experiments/results/`` that its table (or subsection) cites, so a figure without a file, or one
+that no longer matches its file, fails.
 
-Rules (the README's Results section follows them):
+Rules (both pages follow them; a subsection runs from one heading to the next):
 
 - a table row's figures are checked against the files named in its ``JSON`` column, or, for a table without
   that column, against the files named in the text lines just above the table (its caption); a cited file
@@ -25,6 +26,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+RESULTS = REPO / "docs" / "results.md"
+README_FIGURE_SECTIONS = ("Reproduction",)  # the README's sections that hold figures; docs/results.md is all figures
 CITE = re.compile(r"experiments/results/[\w.-]+\.json(?:#[^\s`|,;]+)?")
 FRAGMENT = re.compile(r"`(#[^\s`|]+)`")
 # a figure: not glued to a word, an id or an operator (p95, int8, recall@10, k=10, 1–4, D1:3 are not figures)
@@ -32,11 +35,13 @@ NUMBER = re.compile(r"(?<![\w.,@=:/–-])(?<![≤≥<>] )(?<![≤≥<>])(\d{1,3}
 NOT_FIGURES = {"paper", "target", "paper / target", "command", "json", "paper row"}
 
 
-def results_section(text: str) -> list[str]:
+def section(text: str, heading: str) -> list[str]:
+    """The lines of the ``## heading`` section (to the next ``## ``), the heading line first."""
     lines = text.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.strip() == "## Results")
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == f"## {heading}"), None)
+    assert start is not None, f"no '## {heading}' section"
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    return lines[start + 1 : end]
+    return lines[start:end]
 
 
 def _strip_code(line: str) -> str:
@@ -116,7 +121,7 @@ def check(lines: list[str]) -> list[str]:
     """Problems found in the Results section (empty = every figure is in its file)."""
     subsections: list[list[str]] = [[]]
     for ln in lines:
-        if ln.startswith("### "):
+        if re.match(r"#{1,6} ", ln):
             subsections.append([])
         subsections[-1].append(ln)
     problems: list[str] = []
@@ -144,8 +149,25 @@ def check(lines: list[str]) -> list[str]:
     return problems
 
 
+def test_every_results_figure_is_in_the_json_it_cites():
+    text = RESULTS.read_text(encoding="utf-8")
+    assert "| JSON |" in text  # the page holds the results tables
+    assert check(text.splitlines()) == []
+
+
 def test_every_readme_figure_is_in_the_json_it_cites():
-    assert check(results_section(README.read_text(encoding="utf-8"))) == []
+    text = README.read_text(encoding="utf-8")
+    assert check([ln for name in README_FIGURE_SECTIONS for ln in section(text, name)]) == []
+
+
+def test_the_readme_holds_figures_only_in_its_checked_sections():
+    """A README table with our figures (a ``JSON`` or ``Ours`` column) outside the checked sections would go
+    unchecked: such a table belongs in docs/results.md."""
+    text = README.read_text(encoding="utf-8")
+    checked = {ln for name in README_FIGURE_SECTIONS for ln in section(text, name)}
+    heads = [ln for ln in text.splitlines() if ln.startswith("|") and ln not in checked
+             and {c.strip().lower() for c in ln.strip().strip("|").split("|")} & {"json", "ours"}]
+    assert heads == []
 
 
 def test_the_check_catches_uncited_and_wrong_figures(tmp_path, monkeypatch):
