@@ -118,7 +118,7 @@ def _check_table(table: list[list[str]], caption: list[str]) -> list[str]:
 
 
 def check(lines: list[str]) -> list[str]:
-    """Problems found in the Results section (empty = every figure is in its file)."""
+    """Problems found in a page of figures (empty = every figure is in its file)."""
     subsections: list[list[str]] = [[]]
     for ln in lines:
         if re.match(r"#{1,6} ", ln):
