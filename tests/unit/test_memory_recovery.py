@@ -18,8 +18,9 @@ from mnemis.config import compose
 from mnemis.memory import QUEUED, Memory
 from mnemis.models.embed import HashingEmbedder
 from mnemis.scale.responder import scripted_llm
+from tests.helpers import HELPERS
 
-WORKER = Path(__file__).parent / "store" / "memory_worker.py"
+WORKER = HELPERS / "memory_worker.py"
 MESSAGES = [  # some with times, some without (their identity does not depend on "now")
     {"speaker": "Alice", "text": "I adopted a cat named Miso in Boston.", "time": "2024-05-01T10:00"},
     {"speaker": "Bob", "text": "Miso sounds lovely! Did Carla help you?"},

@@ -2,7 +2,7 @@
 ``_target_`` and retrieval section binds to its consumer, sweeps keep the build hash, and
 ``experiments/paper/collect.py`` fills the paper tables from synthetic run dirs.
 
-No model is loaded: targets are imported and their signatures bound (as in models/test_models_configs.py).
+No model is loaded: targets are imported and their signatures bound (as in models/test_configs.py).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from mnemis.config import CONF_DIR, compose, to_plain
 from mnemis.eval.metrics import metrics_by_method
 from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, dump_json, write_records
+from tests.helpers.config_targets import bind_targets
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER = REPO / "experiments" / "paper"
@@ -41,7 +42,6 @@ def _load(name: str, path: Path):
 
 
 collect = _load("paper_collect", PAPER / "collect.py")
-_check_target = _load("_models_configs", REPO / "tests" / "unit" / "models" / "test_models_configs.py")._check
 
 
 def _cfg(overrides: list[str]) -> dict[str, Any]:
@@ -181,7 +181,7 @@ def test_targets_and_retrieval_sections_bind(overrides):
     from mnemis.retrieve.system2 import System2Config
 
     cfg = _cfg(overrides)
-    checked = sum(_check_target(node, where) for where, node in _targets(cfg))
+    checked = sum(bind_targets(node, where) for where, node in _targets(cfg))
     assert checked >= 5  # llm (+ backend), embedder, reranker, ingest, hierarchy
     r = cfg["retrieval"]
     s1 = {k: v for k, v in r["system1"].items() if k != "enabled"}

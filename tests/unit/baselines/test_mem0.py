@@ -6,7 +6,6 @@ import re
 from datetime import timedelta
 
 import pytest
-from mem0_helpers import T0, Decider, block, episodes, live, make_llm, new_messages, stages, text_of
 
 from mnemis.baselines.mem0.extract import make_pairs
 from mnemis.baselines.mem0.graph import build_graph, render_relations, search_graph
@@ -15,6 +14,7 @@ from mnemis.baselines.mem0.store import Mem0Store
 from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.base import LLMRequest
 from mnemis.types import Dataset, Question
+from tests.helpers.mem0 import T0, Decider, block, episodes, live, make_llm, new_messages, stages, text_of
 
 _NUM = re.compile(r"^(\d+)\. (.*)$")
 CFG = Mem0Config(pair_size=1, summary_every=0, s=10)

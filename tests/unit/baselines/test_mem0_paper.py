@@ -7,7 +7,17 @@ import re
 from datetime import timedelta
 
 import pytest
-from mem0_helpers import (
+
+from mnemis.baselines.mem0.extract import make_pairs, summary_due
+from mnemis.baselines.mem0.pipeline import Mem0Config, build_mem0, run_mem0, store_layout
+from mnemis.baselines.mem0.store import Mem0Store
+from mnemis.models.embed import HashingEmbedder
+from mnemis.models.llm.base import LLMRequest
+from mnemis.prompts.mem0_extract import MAX_FACT_CHARS, candidate_facts_schema
+from mnemis.prompts.mem0_summary import MAX_SUMMARY_CHARS, ConversationSummary
+from mnemis.prompts.mem0_update import MemoryOperation
+from mnemis.types import Dataset, Episode, Question
+from tests.helpers.mem0 import (
     T0,
     Decider,
     block,
@@ -19,16 +29,6 @@ from mem0_helpers import (
     stages,
     text_of,
 )
-
-from mnemis.baselines.mem0.extract import make_pairs, summary_due
-from mnemis.baselines.mem0.pipeline import Mem0Config, build_mem0, run_mem0, store_layout
-from mnemis.baselines.mem0.store import Mem0Store
-from mnemis.models.embed import HashingEmbedder
-from mnemis.models.llm.base import LLMRequest
-from mnemis.prompts.mem0_extract import MAX_FACT_CHARS, candidate_facts_schema
-from mnemis.prompts.mem0_summary import MAX_SUMMARY_CHARS, ConversationSummary
-from mnemis.prompts.mem0_update import MemoryOperation
-from mnemis.types import Dataset, Episode, Question
 
 
 def sessions(group: str, sizes: list[int], speakers=("Ann", "Bob")) -> list[Episode]:

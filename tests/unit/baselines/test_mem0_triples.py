@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import re
 
-from mem0_helpers import Decider, block, episodes, make_llm, stages, text_of
-
 from mnemis.baselines.mem0.pipeline import Mem0Config, run_mem0
 from mnemis.baselines.mem0.store import Mem0Store
 from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.base import LLMRequest
 from mnemis.types import Dataset, Question
+from tests.helpers.mem0 import Decider, block, episodes, make_llm, stages, text_of
 
 _CITY = re.compile(r"live in ([A-Z][a-z]+)")
 _NUM = re.compile(r"^(\d+)\. (.*)$")

@@ -7,11 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from localserve import serve
 
 from mnemis.data import beam_files, sources
 from mnemis.data.errors import DataError
 from mnemis.data.sources import DataDirs, data_command, fetch, stream_to
+from tests.helpers.localserve import serve
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "beam" / "100K"
 SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data"

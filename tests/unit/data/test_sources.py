@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from localserve import closed_port_url, serve
 
 from mnemis.data import sources
 from mnemis.data.errors import DataError
 from mnemis.data.sources import DataDirs, Source, Upstream, fetch, locate, reshape_judge_stress
+from tests.helpers.localserve import closed_port_url, serve
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED = REPO.parent / "shared" / "data"

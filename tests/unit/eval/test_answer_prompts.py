@@ -4,7 +4,6 @@ reasoning-first reply."""
 from __future__ import annotations
 
 import pytest
-from eval_helpers import make_question, scripted_llm
 
 from mnemis.eval.answer import answer_questions
 from mnemis.prompts.answer import (
@@ -18,6 +17,7 @@ from mnemis.prompts.answer import (
     extract_answer,
     read_answer,
 )
+from tests.helpers.eval import make_question, scripted_llm
 
 
 def _text(msgs):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
-from eval_helpers import make_question
 
 from mnemis.eval.answer import AnswerRecord
 from mnemis.eval.answer_scores import answer_scores, bleu1, bleu_tokens, locomo_f1, token_f1
 from mnemis.eval.metrics import compute_metrics
 from mnemis.eval.records import build_records
+from tests.helpers.eval import make_question
 
 
 @pytest.mark.parametrize("answer,gold,expected", [

@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eval_helpers import browser as headless_browser
-
 from mnemis.eval.explorer import HTML_FILE, explorer_data, render_html, write_html
 from mnemis.eval.report import write_report
+from tests.helpers.eval import browser as headless_browser
 
 G = "conv-1"
 NODES = {"cat_top": ("Life", 2), "cat_pets": ("Pets", 1), "cat_trips": ("Trips", 1),

@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from eval_helpers import browser as headless_browser
-from eval_helpers import make_question, scripted_llm, verdict
 
 from mnemis.eval.explorer import render_html, write_html
 from mnemis.store import GraphStore, StoreError
 from mnemis.types import Question
+from tests.helpers.eval import browser as headless_browser
+from tests.helpers.eval import make_question, scripted_llm, verdict
 
 REPO = Path(__file__).resolve().parents[3]
 G = "conv-1"

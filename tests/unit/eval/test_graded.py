@@ -8,7 +8,6 @@ import re
 from datetime import datetime
 
 import pytest
-from eval_helpers import make_question, scripted_llm, verdict
 
 from mnemis.eval.graded import judge_mixed, reply_lines, score_graded
 from mnemis.eval.graded_leniency import VAGUE, control_items, graded_leniency
@@ -16,6 +15,7 @@ from mnemis.eval.harness import evaluate_method, finalize_run
 from mnemis.eval.records import read_records
 from mnemis.prompts.judge_beam import RUBRIC_SYSTEM, SAME_SYSTEM
 from mnemis.types import Question
+from tests.helpers.eval import make_question, scripted_llm, verdict
 
 RUBRIC_SCORES = {"states the date": 1.0, "names the place": 0.5, "avoids jargon": 0.0}
 SAME = {("plan", "1. I planned it"), ("buy", "3. then I bought pots"), ("move", "2. I moved them")}

@@ -4,11 +4,11 @@ per judge, used for answers, audit and leniency alike."""
 from __future__ import annotations
 
 import pytest
-from eval_helpers import make_question, scripted_llm, verdict
 
 from mnemis.eval.judge import Judge, judge_answers, judge_messages
 from mnemis.eval.leniency import judge_leniency
 from mnemis.prompts.judge_locomo import JUDGE_LOCOMO, JUDGE_LOCOMO_GENEROUS, LOCOMO_CRITERIA
+from tests.helpers.eval import make_question, scripted_llm, verdict
 
 
 def _user(msgs):

@@ -4,12 +4,12 @@ temperature 0, a 10-token reply budget; a judge model that cannot write free tex
 from __future__ import annotations
 
 import pytest
-from eval_helpers import make_question, scripted_llm, verdict
 
 from mnemis.config import compose, to_plain
 from mnemis.eval.judge import Judge, judge_one_llm
 from mnemis.prompts.judge_longmemeval import parse_yes_no
 from mnemis.roles import check_roles
+from tests.helpers.eval import make_question, scripted_llm, verdict
 
 
 def _lme(i, **kw):

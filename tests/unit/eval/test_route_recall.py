@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "retrieve"))
-from s2_helpers import build_store, cid, eid, ep_id  # noqa: E402
-
-from mnemis.eval.route_recall import reachable_episodes, recall, recall_table, route_recall  # noqa: E402
-from mnemis.types import Hit, Question, RetrievedContext  # noqa: E402
+from mnemis.eval.route_recall import reachable_episodes, recall, recall_table, route_recall
+from mnemis.types import Hit, Question, RetrievedContext
+from tests.helpers.system2 import build_store, cid, eid, ep_id
 
 
 def ctx(q, eps=(), ents=(), facts=()):

@@ -12,8 +12,9 @@ from pathlib import Path
 from mnemis.index.catalog import IndexCatalog
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Episode
+from tests.helpers import HELPERS
 
-WORKER = Path(__file__).with_name("cache_worker.py")
+WORKER = HELPERS / "cache_worker.py"
 WORDS = ["zebra", "walrus", "pelican"]
 
 

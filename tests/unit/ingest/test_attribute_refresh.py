@@ -10,8 +10,7 @@ import pytest
 from mnemis.ingest.attributes import EPISODE_STAGE, STALE_STAGE
 from mnemis.scale.responder import entity_name, user_text
 from mnemis.texts import entity_texts
-
-from .fakes import current_message, episodes, graph, rule_responder, section
+from tests.helpers.ingest import current_message, episodes, graph, rule_responder, section
 
 TURNS_A = [("Melanie", "I went to Paris with Caroline"), ("Caroline", "Mel, I live in Boston"),
            ("Melanie", "Caroline, I do pottery now"), ("Caroline", "Mel took pottery in Paris")]

@@ -6,8 +6,7 @@ import pytest
 
 from mnemis.ingest.pipeline import BaseGraphBuilder
 from mnemis.store.sqlite import GraphStore
-
-from .fakes import current_message, episodes, graph, rule_responder
+from tests.helpers.ingest import current_message, episodes, graph, rule_responder
 
 G1 = [("Melanie", "I went to Paris with Caroline"), ("Caroline", "Mel, I live in Boston"),
       ("Melanie", "Caroline, I live in Denver"), ("Caroline", "Mel took pottery in Paris")]
@@ -156,7 +155,7 @@ def _two_haystacks():
     """Groups a and b: a different first session, then the same shared session (same text, same times)."""
     from datetime import timedelta
 
-    from .fakes import T0
+    from tests.helpers.ingest import T0
 
     shared = [("Caroline", "I went to the Pride parade with Melanie."), ("Melanie", "Painting is my hobby."),
               ("Caroline", "Melanie loves camping in Denver.")]

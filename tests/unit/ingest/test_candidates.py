@@ -16,8 +16,7 @@ from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Entity, Fact, entity_id
-
-from .fakes import T0, episodes, section
+from tests.helpers.ingest import T0, episodes, section
 
 EMB = HashingEmbedder(64)
 

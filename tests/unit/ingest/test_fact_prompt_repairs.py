@@ -12,8 +12,7 @@ from mnemis.models.llm.base import LLMRequest
 from mnemis.models.llm.client import LLM, parse_reply
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.prompts.extract_facts import EXTRACT_FACTS, REFLECT_FACTS, ExtractedFacts, date_key
-
-from .fakes import episodes
+from tests.helpers.ingest import episodes
 
 
 def _facts(relation: str, valid_at: str = "") -> dict:

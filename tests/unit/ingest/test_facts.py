@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from .fakes import current_message, episodes, section
+from tests.helpers.ingest import current_message, episodes, section
 
 
 def facts_responder(facts_by_text: dict[str, list[dict]], decide):

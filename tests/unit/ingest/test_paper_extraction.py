@@ -20,8 +20,7 @@ from mnemis.prompts.limits import DEFAULT_LIMITS, PAPER_LIMITS, PromptLimits
 from mnemis.prompts.resolve_entities import RESOLVE_ENTITIES
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Entity, Fact, entity_id
-
-from .fakes import T0, episodes, section
+from tests.helpers.ingest import T0, episodes, section
 
 EMB = HashingEmbedder(64)
 LONG = " ".join(f"word{i}" for i in range(120))  # a 120-word earlier message

@@ -16,8 +16,7 @@ from mnemis.prompts.entity_attributes import ENTITY_ATTRIBUTES, clean_tags
 from mnemis.prompts.extract_entities import EXTRACT_ENTITIES, REFLECT_ENTITIES
 from mnemis.prompts.extract_facts import EXTRACT_FACTS, REFLECT_FACTS
 from mnemis.prompts.resolve_entities import RESOLVE_ENTITIES
-
-from .fakes import episodes
+from tests.helpers.ingest import episodes
 
 PROMPTS = [EXTRACT_ENTITIES, REFLECT_ENTITIES, EXTRACT_FACTS, REFLECT_FACTS, RESOLVE_ENTITIES, DEDUP_FACTS,
            ENTITY_ATTRIBUTES]

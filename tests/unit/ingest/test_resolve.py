@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .fakes import current_message, episodes, rule_responder, section
+from tests.helpers.ingest import current_message, episodes, rule_responder, section
 
 
 def names_responder(names_by_text: dict[str, list[str]], merge: bool):

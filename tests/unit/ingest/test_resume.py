@@ -10,12 +10,11 @@ import sys
 from pathlib import Path
 
 from mnemis.store.sqlite import GraphStore
+from tests.helpers import HELPERS
+from tests.helpers.ingest import CONVERSATIONS, STAGES, snapshot
 
-from .fakes import CONVERSATIONS, graph
-
-WORKER = Path(__file__).with_name("resume_worker.py")
+WORKER = HELPERS / "resume_worker.py"
 DELAY = 0.01
-STAGES = ("extract", "resolve", "facts")
 
 
 def _start(db: Path, cache: Path) -> subprocess.Popen:
@@ -47,16 +46,6 @@ def _kill_in_batch(proc: subprocess.Popen, k: int) -> bool:
     return proc.returncode == -signal.SIGKILL
 
 
-def _snapshot(db: Path) -> dict:
-    with GraphStore(db) as store:
-        return {
-            "graph": {g: graph(store, g) for g in CONVERSATIONS},
-            "stats": store.get_meta("ingest.stats"),
-            "progress": {(s, g): sorted(store.done(s, g))
-                         for s in (*STAGES, "attributes") for g in CONVERSATIONS},
-        }
-
-
 def _progress(db: Path) -> int:
     if not db.exists():
         return 0
@@ -68,7 +57,7 @@ def test_killed_runs_resume_to_the_same_graph(tmp_path):
     ref_db = tmp_path / "ref.db"
     batches = _finish(ref_db, tmp_path / "ref-cache")
     assert batches >= 6, batches
-    reference = _snapshot(ref_db)
+    reference = snapshot(ref_db)
     total = _progress(ref_db)
     assert reference["graph"]["conv-a"]["counts"]["facts"] > 0
     rng = random.Random(1234)
@@ -83,7 +72,7 @@ def test_killed_runs_resume_to_the_same_graph(tmp_path):
             if 0 < done < total:
                 partial.add(done)
         _finish(db, cache)
-        got = _snapshot(db)
+        got = snapshot(db)
         assert got["graph"] == reference["graph"]
         assert got["stats"] == reference["stats"]
         assert got["progress"] == reference["progress"]

@@ -12,8 +12,7 @@ from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import CountingBackend, Killed
 from mnemis.store.sqlite import GraphStore
-
-from .fakes import CONVERSATIONS, graph, rule_responder, slice_episodes
+from tests.helpers.ingest import CONVERSATIONS, graph, rule_responder, slice_episodes
 
 CHUNK = 3
 

@@ -10,8 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .fakes import CONVERSATIONS
-from .test_resume import WORKER, _snapshot
+from tests.helpers import HELPERS
+from tests.helpers.ingest import CONVERSATIONS, snapshot
+
+WORKER = HELPERS / "resume_worker.py"
 
 CHUNK = 2
 # one chunk of extraction work = entities, entity reflection, facts, fact reflection over CHUNK episodes
@@ -40,7 +42,7 @@ def _run(db: Path, kill_after: int | None = None) -> tuple[int, int, bool]:
 
 def test_sigkilled_build_resumes_without_cache(tmp_path):
     ref_calls, ref_batches, _ = _run(tmp_path / "ref.db")
-    reference = _snapshot(tmp_path / "ref.db")
+    reference = snapshot(tmp_path / "ref.db")
     assert reference["graph"]["conv-a"]["counts"]["facts"] > 0
     rng = random.Random(7)
     db, total, kills = tmp_path / "killed.db", 0, 0
@@ -53,7 +55,7 @@ def test_sigkilled_build_resumes_without_cache(tmp_path):
     assert kills >= 2
     assert last < ref_calls, "the last rerun started over"
     assert total <= ref_calls + kills * CHUNK_WORK, (total, ref_calls, kills)
-    got = _snapshot(db)
+    got = snapshot(db)
     assert got["graph"] == reference["graph"] and got["progress"] == reference["progress"]
     assert got["stats"] == reference["stats"]
     assert set(got["graph"]) == set(CONVERSATIONS)

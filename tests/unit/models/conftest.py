@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from models_helpers import GOOD, make_request
+
+from tests.helpers.models import GOOD, make_request
 
 
 @pytest.fixture

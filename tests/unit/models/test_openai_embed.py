@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from models_helpers import FakeServer, fake_embedding
 
 from mnemis.models.openai_embed import EmbeddingError, OpenAIEmbedder
+from tests.helpers.models import FakeServer, fake_embedding
 
 
 def _embedder(url: str, **kw) -> OpenAIEmbedder:

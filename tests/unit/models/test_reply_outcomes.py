@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from models_helpers import GOOD, make_request
 
 from mnemis.models.cache import CacheMissError, ResponseCache
 from mnemis.models.llm.client import LLM
@@ -14,6 +13,7 @@ from mnemis.models.llm.scripted import Cut, ScriptedBackend
 from mnemis.prompts.dedup_facts import FactDecisions
 from mnemis.prompts.entity_attributes import EntityAttributes
 from mnemis.prompts.extract_facts import ExtractedFacts
+from tests.helpers.models import GOOD, make_request
 
 FACT = '{"source": 0, "target": 1, "relation": "LIKES", "fact": "Ann likes tea.", "valid_at": "", "invalid_at": ""}'
 

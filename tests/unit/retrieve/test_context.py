@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from s2_helpers import build_store, cid, eid, ep_id
 
 from mnemis.retrieve.context import approx_tokens, format_fact, render_context
 from mnemis.types import Fact, Hit, RetrievedContext
+from tests.helpers.system2 import build_store, cid, eid, ep_id
 
 
 @pytest.fixture

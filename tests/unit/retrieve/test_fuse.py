@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from s2_helpers import OverlapReranker, build_store, cid, eid, ep_id
 
 from mnemis.retrieve.fuse import Fuser
 from mnemis.types import Hit, Question, RetrievedContext
+from tests.helpers.system2 import OverlapReranker, build_store, cid, eid, ep_id
 
 
 @pytest.fixture

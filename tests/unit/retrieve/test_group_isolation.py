@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from s2_helpers import OverlapReranker, prompt_candidates, prompt_query
 
 from mnemis.baselines.full_context import full_context
 from mnemis.baselines.mem0.graph import relation_line, render_relations, search_graph
@@ -49,6 +48,7 @@ from mnemis.types import (
     entity_id,
     fact_id,
 )
+from tests.helpers.system2 import OverlapReranker, prompt_candidates, prompt_query
 
 GROUPS = ("g:1", "g_1", "conv-26", "bare")  # "bare" has episodes and memories only: no graph, no hierarchy
 TREE = {

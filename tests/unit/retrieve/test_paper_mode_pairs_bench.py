@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from s2_helpers import build_store
 
 from mnemis.ingest.embed_items import embed_missing
 from mnemis.models.embed import HashingEmbedder
@@ -20,6 +19,7 @@ from mnemis.prompts.categorize import CATEGORIZE, NodeView
 from mnemis.prompts.select_nodes import SELECT_NODES, CandidateView
 from mnemis.retrieve.pipeline import run_retrieval
 from mnemis.types import Question
+from tests.helpers.system2 import build_store
 
 REPO = Path(__file__).resolve().parents[3]
 spec = importlib.util.spec_from_file_location("paper_mode_pairs", REPO / "experiments" / "bench" / "paper_mode_pairs.py")

@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-from s2_helpers import OverlapReranker, build_store, cid, eid, selector
 
 from mnemis.ingest.embed_items import embed_missing
 from mnemis.models.embed import HashingEmbedder
@@ -15,6 +14,7 @@ from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.retrieve.pipeline import run_retrieval
 from mnemis.types import Question
+from tests.helpers.system2 import OverlapReranker, build_store, cid, eid, selector
 
 HEALTH = "What health problem does Caroline have?"
 

@@ -14,6 +14,7 @@ from mnemis.models.embed import HashingEmbedder
 from mnemis.retrieve.system1 import System1, UnknownGroupError, normalize_query
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Entity, Episode, Fact, Question
+from tests.helpers.system1 import QUERIES, DenseEmbedder, same_hits
 
 WORDS = "puppy hiking painting marathon apartment pottery guitar garden camping violin chess sushi".split()
 
@@ -202,26 +203,6 @@ def _cached(store, emb, index) -> System1:
     return _S1[index]
 
 
-
-QUERIES = [("a", "Who likes hiking and pottery?"), ("b", "sushi and chess"), ("c", "guitar garden"),
-           ("a", "marathon apartment"), ("b", "violin"), ("c", "camping with a puppy")]
-
-
-class DenseEmbedder:
-    """A dense pseudo-random unit vector per text: no two texts tie on cosine (the hashing embedder's sparse
-    vectors tie often, and top-k breaks ties by position, which differs between one matrix and many)."""
-
-    model_id = "dense-test-64"
-    dim = 64
-
-    def encode(self, texts, *, kind="document"):
-        import zlib
-
-        out = np.stack([np.random.default_rng(zlib.crc32(f"{kind}:{t}".encode())).normal(size=self.dim)
-                        for t in texts]) if texts else np.zeros((0, self.dim))
-        return (out / np.linalg.norm(out, axis=1, keepdims=True).clip(1e-9)).astype(np.float32)
-
-
 def _distinct_store(path):
     """Three groups whose texts are all different, embedded without cosine ties."""
     store = GraphStore(path)
@@ -236,22 +217,13 @@ def _distinct_store(path):
     return store
 
 
-def _same_hits(got, want) -> None:
-    for g, w in zip(got, want):
-        assert g.group_id == w.group_id
-        for field in ("episodes", "entities", "facts"):
-            gh, wh = getattr(g, field), getattr(w, field)
-            assert [h.id for h in gh] == [h.id for h in wh], field
-            assert [h.score for h in gh] == pytest.approx([h.score for h in wh], abs=1e-6)
-
-
 def test_grouped_index_equals_one_search_per_group(tmp_path):
     """index=grouped: every query of every group in one grouped top-k call, same hits as per-group search."""
     store = _distinct_store(tmp_path / "m.sqlite")
     emb = DenseEmbedder()
     want = System1(store, emb, k=3, cache_dir=None).search(QUERIES)
     got = System1(store, emb, k=3, cache_dir=None, index="grouped").search(QUERIES)
-    _same_hits(got, want)
+    same_hits(got, want)
     for ctx in got:  # group "c" has only 5 episodes: the pool's tail is empty, never another group's rows
         assert {h.id.split(":")[0] for h in ctx.episodes + ctx.entities + ctx.facts} == {ctx.group_id}
     store.close()
@@ -259,9 +231,11 @@ def test_grouped_index_equals_one_search_per_group(tmp_path):
 
 KERNEL_SCRIPT = """
 import sys
-sys.path.insert(0, {tests!r})
-from test_system1 import QUERIES, System1, DenseEmbedder, GraphStore, _same_hits
+sys.path.insert(0, {repo!r})
 import mnemis.ops as ops
+from mnemis.retrieve.system1 import System1
+from mnemis.store.sqlite import GraphStore
+from tests.helpers.system1 import QUERIES, DenseEmbedder, same_hits
 calls = []
 real = ops.grouped_topk
 def spy(*a, **k):
@@ -272,7 +246,7 @@ store, emb = GraphStore({db!r}), DenseEmbedder()
 want = System1(store, emb, k=2, cache_dir=None, routes="rag").search(QUERIES[:3])
 got = System1(store, emb, k=2, cache_dir=None, routes="rag", index="grouped").search(QUERIES[:3])
 assert calls == [True], calls
-_same_hits(got, want)
+same_hits(got, want)
 print("kernel path ok")
 """
 
@@ -287,14 +261,15 @@ def test_grouped_index_runs_the_triton_kernel_under_the_interpreter(tmp_path):
     from pathlib import Path
 
     _distinct_store(tmp_path / "m.sqlite").close()
-    script = KERNEL_SCRIPT.format(tests=str(Path(__file__).parent), db=str(tmp_path / "m.sqlite"))
+    repo = str(Path(__file__).resolve().parents[3])
+    script = KERNEL_SCRIPT.format(repo=repo, db=str(tmp_path / "m.sqlite"))
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "TRITON_INTERPRET": "1"})
     assert res.returncode == 0 and "kernel path ok" in res.stdout, res.stderr[-3000:]
 
 
 @pytest.mark.gpu
-def test_grouped_index_on_cuda_runs_the_kernel_with_the_same_hits(tmp_path):
+def test_grouped_index_on_cuda_runs_the_kernel_with_thesame_hits(tmp_path):
     """On a CUDA machine index=grouped launches the Triton kernel once per item type for the whole batch."""
     import torch
 
@@ -305,5 +280,5 @@ def test_grouped_index_on_cuda_runs_the_kernel_with_the_same_hits(tmp_path):
     want = System1(store, emb, k=3, cache_dir=None).search(QUERIES)
     assert ops.triton_available(torch.device("cuda"))
     got = System1(store, emb, k=3, cache_dir=None, index="grouped", device="cuda").search(QUERIES)
-    _same_hits(got, want)
+    same_hits(got, want)
     store.close()

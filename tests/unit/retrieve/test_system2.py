@@ -6,12 +6,12 @@ import json
 from datetime import timedelta
 
 import pytest
-from s2_helpers import T0, build_store, cid, eid, prompt_candidates, selector
 
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.retrieve.system2 import System2, System2Config, save_traversals, selection_cost
 from mnemis.types import Episode, Fact, Mention, Question
+from tests.helpers.system2 import T0, build_store, cid, eid, prompt_candidates, selector
 
 HEALTH = "What health problem does Caroline have?"
 MUSIC = "Which instrument does Caroline play?"

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from s2_helpers import T0, OverlapReranker, selector
 
 from mnemis.config import compose, to_plain
 from mnemis.models.llm.client import LLM
@@ -26,6 +25,7 @@ from mnemis.types import (
     category_id,
     entity_id,
 )
+from tests.helpers.system2 import T0, OverlapReranker, selector
 
 G = "w"
 SPEAKER = "Caroline"

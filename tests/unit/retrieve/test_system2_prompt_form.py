@@ -4,13 +4,13 @@ JSON line per node with its store id, name and tags in store order, get_all_chil
 from __future__ import annotations
 
 import pytest
-from s2_helpers import build_store, cid, eid, prompt_candidates, selector
 
 from mnemis.config import compose, to_plain
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.retrieve.system2 import System2
 from mnemis.types import Question
+from tests.helpers.system2 import build_store, cid, eid, prompt_candidates, selector
 
 MUSIC = "Which instrument does Caroline play?"
 

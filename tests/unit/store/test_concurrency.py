@@ -15,8 +15,9 @@ import pytest
 
 from mnemis.store import GraphStore
 from mnemis.store.lock import StoreBusy, WriterLock
+from tests.helpers import HELPERS
 
-WORKER = Path(__file__).with_name("memory_worker.py")
+WORKER = HELPERS / "memory_worker.py"
 N = 12  # messages per writer
 
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from eval_helpers import make_question, scripted_llm, verdict
 
 from mnemis.eval.audit import (
     ANSWER_ERRORS,
@@ -12,6 +11,7 @@ from mnemis.eval.audit import (
     default_audit_path,
     load_audit,
 )
+from tests.helpers.eval import make_question, scripted_llm, verdict
 
 
 @pytest.fixture(scope="module")

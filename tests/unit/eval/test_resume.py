@@ -6,12 +6,12 @@ from __future__ import annotations
 import random
 
 import pytest
-from eval_helpers import make_question, verdict
 
 from mnemis.eval.harness import evaluate_method
 from mnemis.eval.records import QUESTIONS_FILE, read_records
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import CountingBackend, Killed
+from tests.helpers.eval import make_question, verdict
 
 CHUNK = 3
 N = 11

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from eval_helpers import make_question, scripted_llm
-
 from mnemis.eval.answer import AnswerRecord, answer_questions
 from mnemis.prompts.answer import ANSWER, NOT_MENTIONED
+from tests.helpers.eval import make_question, scripted_llm
 
 
 def test_one_generate_for_all_questions():

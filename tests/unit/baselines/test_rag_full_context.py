@@ -3,12 +3,12 @@ from __future__ import annotations
 import logging
 
 import pytest
-from eval_helpers import make_episode, make_question
 
 from mnemis.baselines.full_context import estimate_tokens, full_context, render_history, token_counter
 from mnemis.baselines.rag import rag_contexts, render_episode_hits
 from mnemis.render import format_episode, render_episodes
 from mnemis.types import Hit, RetrievedContext
+from tests.helpers.eval import make_episode, make_question
 
 
 def test_format_episode():

@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from models_helpers import GOOD, Facts, make_request
 from pydantic import BaseModel, ValidationError
 
 from mnemis.models.cache import CacheMissError, ResponseCache, request_key
@@ -11,6 +10,7 @@ from mnemis.models.ledger import Ledger
 from mnemis.models.llm.base import Completion, LLMRequest, Sampling
 from mnemis.models.llm.client import LLM, parse_reply
 from mnemis.models.llm.scripted import SchemaFakeBackend, ScriptedBackend
+from tests.helpers.models import GOOD, Facts, make_request
 
 
 def test_empty_batch_makes_no_backend_call(tmp_path):

@@ -1,4 +1,4 @@
-"""Ingest the fake slice into a file-backed store (run as a subprocess by test_resume.py).
+"""Ingest the fake slice into a file-backed store (run as a subprocess by tests/unit/ingest/test_resume*.py).
 
 Usage: python resume_worker.py DB CACHE_DIR DELAY_S [CHUNK_SIZE]. Prints READY once imports are done,
 ``BATCH <n requests>`` when a backend batch starts and DONE at the end; the parent SIGKILLs it anywhere in
@@ -12,15 +12,15 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+if not __package__:  # run as a file (python tests/helpers/resume_worker.py): make `tests` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fakes import rule_responder, slice_episodes  # noqa: E402
-
-from mnemis.ingest.pipeline import BaseGraphBuilder  # noqa: E402
-from mnemis.models.embed import HashingEmbedder  # noqa: E402
-from mnemis.models.llm.client import LLM  # noqa: E402
-from mnemis.models.llm.scripted import ScriptedBackend  # noqa: E402
-from mnemis.store.sqlite import GraphStore  # noqa: E402
+from mnemis.ingest.pipeline import BaseGraphBuilder
+from mnemis.models.embed import HashingEmbedder
+from mnemis.models.llm.client import LLM
+from mnemis.models.llm.scripted import ScriptedBackend
+from mnemis.store.sqlite import GraphStore
+from tests.helpers.ingest import rule_responder, slice_episodes
 
 
 class SlowBackend(ScriptedBackend):

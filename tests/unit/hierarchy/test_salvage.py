@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from hierarchy_helpers import STAGE_CATEGORIZE, STAGE_DESCRIBE, by_map, make_entities, scripted
-
 from mnemis.hierarchy import HierarchyConfig, build_hierarchies
 from mnemis.models.llm.scripted import Cut
+from tests.helpers.hierarchy import STAGE_CATEGORIZE, STAGE_DESCRIBE, by_map, make_entities, scripted
 
 SPEC = {"Dog": ["pet"], "Cat": ["pet"], "Oak": ["tree"], "Maple": ["tree"], "Guitar": ["music"], "Piano": ["music"]}
 LAYER1 = {"Dog": ["Pets"], "Cat": ["Pets"], "Oak": ["Trees"], "Maple": ["Trees"], "Guitar": ["Instruments"],

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 import pytest
-from eval_helpers import make_question, scripted_llm, verdict
 
 from mnemis.eval.answer import AnswerRecord
 from mnemis.eval.judge import judge_agreement, judge_answers, judge_messages
+from tests.helpers.eval import make_question, scripted_llm, verdict
 
 
 def test_one_batch_per_judge_and_labels():

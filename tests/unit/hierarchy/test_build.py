@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from hierarchy_helpers import (
+from mnemis.hierarchy import HierarchyConfig, build_hierarchies
+from mnemis.types import category_id, entity_id
+from tests.helpers.hierarchy import (
     STAGE_CATEGORIZE,
     STAGE_DESCRIBE,
     STAGE_REASK,
@@ -15,9 +17,6 @@ from hierarchy_helpers import (
     scripted,
     stage_calls,
 )
-
-from mnemis.hierarchy import HierarchyConfig, build_hierarchies
-from mnemis.types import category_id, entity_id
 
 SPEC = {
     "Dog": ["pet", "animal"],

@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from eval_helpers import make_question
 
 from mnemis.eval.answer import AnswerRecord
 from mnemis.eval.leniency import judge_leniency
@@ -13,6 +12,7 @@ from mnemis.eval.report import write_report
 from mnemis.eval.tracking import NoTracker, WandbTracker, flatten, make_tracker
 from mnemis.models.ledger import Ledger
 from mnemis.types import Hit, RetrievedContext
+from tests.helpers.eval import make_question
 
 CATS = ["multi-hop", "temporal", "single-hop", "adversarial"]
 
@@ -61,7 +61,7 @@ def _run_dir(tmp_path, with_metrics=True):
 
 def test_report_regenerates_from_files(tmp_path):
     run, _ = _run_dir(tmp_path)
-    from eval_helpers import scripted_llm, verdict
+    from tests.helpers.eval import scripted_llm, verdict
 
     llm, _ = scripted_llm(lambda r: verdict("CORRECT"))
     items = [{"question_id": "locomo_0_qa0", "question": "q?", "golden_answer": "a", "category": 4,

@@ -5,43 +5,17 @@ No weights are loaded: targets are imported and ``inspect.signature(target).bind
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
+from tests.helpers.config_targets import bind_targets
+
 CONF = Path(__file__).resolve().parents[3] / "conf"
 GROUPS = ("llm", "embedder", "reranker")
 FILES = sorted(p for g in GROUPS for p in (CONF / g).glob("*.yaml"))
 DUMMY = {"paths": {"cache_dir": "cache-root"}, "cache_mode": "readwrite"}
-
-
-def _import(target: str):
-    module, _, name = target.rpartition(".")
-    return getattr(importlib.import_module(module), name)
-
-
-def _check(node: dict, where: str) -> int:
-    """Bind ``node`` (and nested ``_target_`` nodes) to their targets; returns how many were checked."""
-    checked = 0
-    kwargs = {}
-    for key, value in node.items():
-        if key.startswith("_"):
-            continue
-        if isinstance(value, dict) and "_target_" in value:
-            checked += _check(value, f"{where}.{key}")
-            kwargs[key] = object()
-        else:
-            kwargs[key] = value
-    target = _import(node["_target_"])
-    sig = inspect.signature(target)
-    try:
-        (sig.bind_partial if node.get("_partial_") else sig.bind)(**kwargs)
-    except TypeError as exc:
-        raise AssertionError(f"{where}: {node['_target_']}{sig} does not accept {sorted(kwargs)}: {exc}") from exc
-    return checked + 1
 
 
 def test_all_groups_have_configs():
@@ -57,7 +31,7 @@ def test_all_groups_have_configs():
 def test_config_binds_to_target(path):
     cfg = OmegaConf.merge(OmegaConf.create(DUMMY), {"node": OmegaConf.load(path)})
     node = OmegaConf.to_container(cfg.node, resolve=True)
-    assert _check(node, str(path.relative_to(CONF))) >= 1
+    assert bind_targets(node, str(path.relative_to(CONF))) >= 1
     if path.parent.name == "llm":
         assert node["cache_dir"] == "cache-root/llm" and "backend" in node
 

@@ -1,16 +1,19 @@
-"""Fuzz: thousands of malformed, truncated and schema-violating replies through validation."""
+"""Fuzz: malformed, truncated and schema-violating replies through validation (200 mutations by default, the
+full 1,200 under ``CI=true`` and in the ``slow`` run; the hypothesis test adds 40 generated batches)."""
 
 from __future__ import annotations
 
 import json
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from models_helpers import GOOD, Facts, make_request
 
 from mnemis.models.llm.client import LLM, parse_reply
 from mnemis.models.llm.scripted import ScriptedBackend
+from tests.helpers.ci import in_ci
+from tests.helpers.models import GOOD, Facts, make_request
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
@@ -18,6 +21,7 @@ json_values = st.recursive(
     max_leaves=12,
 )
 GOOD_TEXT = json.dumps(GOOD)
+FULL, QUICK = 1200, 200  # mutations: CI and the slow run, the default run (the first 200 of the same stream)
 
 
 def _mutations(rng: random.Random, n: int) -> list[str]:
@@ -62,11 +66,20 @@ def _check_batch(replies: list[str]) -> None:
     assert llm.ledger.stage("extract").failures == n_bad
 
 
-def test_fuzz_mutations_1200():
-    replies = _mutations(random.Random(1234), 1200)
+def _fuzz(n: int) -> None:
+    replies = _mutations(random.Random(1234), n)
     _check_batch(replies)
     # the mutation classes that can never be valid must all be counted as failures
-    assert sum(parse_reply(t, Facts)[1] is not None for t in replies) > 900
+    assert sum(parse_reply(t, Facts)[1] is not None for t in replies) > 0.75 * n
+
+
+def test_fuzz_mutations():
+    _fuzz(FULL if in_ci() else QUICK)
+
+
+@pytest.mark.slow
+def test_fuzz_mutations_full():
+    _fuzz(FULL)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from hierarchy_helpers import by_map, make_entities, scripted
 
 from mnemis.hierarchy import HierarchyConfig, compute_metrics, organize, write_metrics
 from mnemis.models.embed import HashingEmbedder
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import category_id, entity_id
+from tests.helpers.hierarchy import by_map, make_entities, scripted
 
 SPEC = {"Dog": ["pet"], "Cat": ["pet"], "Oak": ["tree"], "Maple": ["tree"]}
 LAYER1 = {"Dog": ["Pets", "Animals"], "Cat": ["Pets", "Animals"], "Oak": ["Trees"], "Maple": ["Trees"]}

@@ -2,12 +2,11 @@ from __future__ import annotations
 
 import json
 
-from eval_helpers import make_question, scripted_llm, verdict
-
 from mnemis.eval.harness import evaluate_method, finalize_run
 from mnemis.eval.records import read_records
 from mnemis.eval.tracking import NoTracker
 from mnemis.types import Hit, RetrievedContext
+from tests.helpers.eval import make_question, scripted_llm, verdict
 
 
 def test_evaluate_then_finalize(tmp_path):

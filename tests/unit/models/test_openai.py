@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from models_helpers import GOOD, Facts, FakeServer, make_request
 
 from mnemis.models.llm.base import LLMRequest
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.openai_backend import OpenAIBackend
+from tests.helpers.models import GOOD, Facts, FakeServer, make_request
 
 
 def _req(word: str, i: int = 0, schema=Facts) -> LLMRequest:

@@ -1,5 +1,5 @@
-"""A process that adds messages to a ``Memory`` file on command (run by test_concurrency.py and
-test_memory_recovery.py; scripted LLM, hashing embedder, no model).
+"""A process that adds messages to a ``Memory`` file on command (run by tests/unit/store/test_concurrency.py
+and tests/unit/test_memory_recovery.py; scripted LLM, hashing embedder, no model).
 
 Usage: python memory_worker.py [DELAY_S]. Prints READY once imports are done, then reads one JSON command
 per stdin line, ``{"path": ..., "group": ..., "messages": [...]}`` (optionally ``"lock_timeout": s``), and

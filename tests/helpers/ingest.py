@@ -110,3 +110,18 @@ CONVERSATIONS = {
 
 def slice_episodes() -> list[Episode]:
     return [e for g, turns in CONVERSATIONS.items() for e in episodes(g, turns)]
+
+
+STAGES = ("extract", "resolve", "facts")  # the resumable per-chunk stages of a base-graph build
+
+
+def snapshot(db) -> dict:
+    """The fake slice's graph, ingest stats and per-stage progress in the store at ``db`` (what a resumed run
+    must reproduce exactly)."""
+    with GraphStore(db) as store:
+        return {
+            "graph": {g: graph(store, g) for g in CONVERSATIONS},
+            "stats": store.get_meta("ingest.stats"),
+            "progress": {(s, g): sorted(store.done(s, g))
+                         for s in (*STAGES, "attributes") for g in CONVERSATIONS},
+        }

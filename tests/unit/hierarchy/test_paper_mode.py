@@ -4,7 +4,12 @@ and per-layer progress records so a killed build resumes without asking again fo
 from __future__ import annotations
 
 import pytest
-from hierarchy_helpers import (
+
+from mnemis.hierarchy import HierarchyConfig, build_hierarchies, organize
+from mnemis.hierarchy.progress import PROGRESS_KEY
+from mnemis.models.embed import HashingEmbedder
+from mnemis.store.sqlite import GraphStore
+from tests.helpers.hierarchy import (
     STAGE_CATEGORIZE,
     STAGE_DESCRIBE,
     by_map,
@@ -14,11 +19,6 @@ from hierarchy_helpers import (
     prompt_nodes,
     scripted,
 )
-
-from mnemis.hierarchy import HierarchyConfig, build_hierarchies, organize
-from mnemis.hierarchy.progress import PROGRESS_KEY
-from mnemis.models.embed import HashingEmbedder
-from mnemis.store.sqlite import GraphStore
 
 SPEC = {"Dog": ["pet", "animal"], "Cat": ["pet", "animal"], "Oak": ["tree"], "Maple": ["tree"],
         "Guitar": ["instrument"], "Piano": ["instrument"], "Hamster": ["pet"], "Elm": ["tree"]}

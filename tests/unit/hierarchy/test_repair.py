@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 import random
 
-from hierarchy_helpers import (
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mnemis.hierarchy import HierarchyConfig, build_hierarchies
+from mnemis.types import Category
+from tests.helpers.hierarchy import (
     STAGE_CATEGORIZE,
     STAGE_DESCRIBE,
     STAGE_REASK,
@@ -13,11 +18,6 @@ from hierarchy_helpers import (
     prompt_nodes,
     scripted,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from mnemis.hierarchy import HierarchyConfig, build_hierarchies
-from mnemis.types import Category
 
 SPEC = {f"Node {i}": [f"tag {i % 3}"] for i in range(8)}
 

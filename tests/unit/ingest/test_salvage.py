@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 from mnemis.models.llm.scripted import Cut
-
-from .fakes import CONVERSATIONS, graph, rule_responder, slice_episodes
+from tests.helpers.ingest import CONVERSATIONS, graph, rule_responder, slice_episodes
 
 
 def _cut_last_item(value: dict, key: str) -> Cut | dict:

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from eval_helpers import scripted_llm, verdict
-
 from mnemis.eval.leniency import (
     acceptance_rates,
     default_stress_path,
@@ -9,6 +7,7 @@ from mnemis.eval.leniency import (
     sample_items,
     stress_question,
 )
+from tests.helpers.eval import scripted_llm, verdict
 
 ITEMS = [{"question_id": f"locomo_{i % 3}_qa{i}", "question": f"When did {i} happen?", "golden_answer": "7 May 2023",
           "category": 2, "wrong_specific": "12 April 2023", "wrong_vague": "Sometime in spring"} for i in range(10)]

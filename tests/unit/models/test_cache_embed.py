@@ -4,13 +4,13 @@ import multiprocessing as mp
 
 import numpy as np
 import pytest
-from models_helpers import GOOD, make_request
 
 from mnemis.models.cache import CachedReply, ResponseCache, request_key
 from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.models.tiny import weights_fingerprint
+from tests.helpers.models import GOOD, make_request
 
 
 def _writer(args):

@@ -1,5 +1,6 @@
 """Rebuild and save one group's episode index over and over into a shared cache folder (run by
-test_cache_concurrency.py, several at once). Usage: python cache_worker.py DB CACHE_DIR ROUNDS WORD.
+tests/unit/index/test_cache_concurrency.py, several at once).
+Usage: python cache_worker.py DB CACHE_DIR ROUNDS WORD.
 
 Prints READY, waits for a line on stdin, then each round forgets the in-memory index and gets it again
 (the cache holds another process's index, so it is rebuilt from this store and saved) and checks that the
