@@ -11,12 +11,12 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemis.config import build
 from mnemis.roles import judge_specs
+from mnemis.settings import instantiate
 
 log = logging.getLogger(__name__)
 
@@ -25,43 +25,48 @@ _MODELS: dict[str, Any] = {}  # process-level model cache (one engine per config
 
 class Models:
     """Builds each configured model on first use and keeps it for the process. LLM roles with the same
-    config share one engine (e.g. a judge slot set to ``${llm}``)."""
+    config share one engine (e.g. a judge slot set to ``${llm}``).
 
-    def __init__(self, cfg: Any, plain: dict[str, Any]) -> None:
-        self.cfg, self.plain = cfg, plain
+    Args:
+        plain: the model nodes as plain values (``llm``, ``embedder``, ``reranker``, ``selector_llm``,
+            ``answer_llm``, ``judge_llms``, with ``paths`` and ``rerank_cache``; the run's settings or any mapping
+            holding them): each is built with :func:`mnemis.settings.instantiate`, no config framework needed.
+    """
+
+    def __init__(self, plain: Mapping[str, Any]) -> None:
+        self.plain = dict(plain)
         self._llms: list[Any] = []
 
-    def _get(self, key: str, node: Any = None, plain: Any = None, ident_key: str | None = None,
-             **kwargs: Any) -> Any:
+    def _get(self, key: str, node: Any = None, ident_key: str | None = None, **kwargs: Any) -> Any:
         if node is None:
-            node, plain = self.cfg.get(key), self.plain.get(key)
+            node = self.plain.get(key)
         if node is None:
             raise ValueError(f"config has no `{key}` node; choose one, e.g. {key}=...")
-        ident = (ident_key or key) + ":" + json.dumps(plain, sort_keys=True, default=str)
+        ident = (ident_key or key) + ":" + json.dumps(node, sort_keys=True, default=str)
         if ident not in _MODELS:
             t0 = time.perf_counter()
-            obj = build(node)
+            obj = instantiate(node)
             if isinstance(obj, functools.partial):
                 obj = obj(**kwargs)
             _MODELS[ident] = obj
             log.info("built %s in %.1f s", key, time.perf_counter() - t0)
         return _MODELS[ident]
 
-    def _llm_role(self, key: str, node: Any, plain: Any) -> Any:
-        obj = self._get(key, node, plain, ident_key="llm")
+    def _llm_role(self, key: str, node: Any) -> Any:
+        obj = self._get(key, node, ident_key="llm")
         if not any(obj is o for o in self._llms):
             self._llms.append(obj)
         return obj
 
     @property
     def llm(self) -> Any:
-        return self._llm_role("llm", self.cfg.get("llm"), self.plain.get("llm"))
+        return self._llm_role("llm", self.plain.get("llm"))
 
     def role(self, key: str) -> Any:
         """The LLM of a role in ``mnemis.roles.ROLE_KEYS`` (its own config, or ``llm`` when null)."""
         if self.plain.get(key) is None:
             return self.llm
-        return self._llm_role(key, self.cfg.get(key), self.plain.get(key))
+        return self._llm_role(key, self.plain.get(key))
 
     @property
     def selector_llm(self) -> Any:
@@ -78,12 +83,12 @@ class Models:
     @property
     def reranker(self) -> Any:
         """The configured reranker behind a deduplicating score cache (``rerank_cache: false`` = dedup only)."""
-        key = "rerank_cache:" + json.dumps([self.plain.get("reranker"), self.plain.get("rerank_cache", True)],
+        key = "rerank_cache:" + json.dumps([self.plain.get("reranker"), self.plain["rerank_cache"]],
                                            sort_keys=True, default=str)
         if key not in _MODELS:
             from mnemis.models.rerank_cache import CachedReranker
 
-            cache = Path(self.plain["paths"]["cache_dir"]) / "rerank" if self.plain.get("rerank_cache", True) else None
+            cache = Path(self.plain["paths"]["cache_dir"]) / "rerank" if self.plain["rerank_cache"] else None
             _MODELS[key] = CachedReranker(self._get("reranker", embedder=self.embedder), cache)
         return _MODELS[key]
 
@@ -97,10 +102,10 @@ class Models:
             if slot is None:
                 llm = self.llm
             else:
-                node = (self.cfg.get("judge_llms") or {}).get(slot)
+                node = (self.plain.get("judge_llms") or {}).get(slot)
                 if node is None:
                     raise ValueError(f"judge {spec['name']!r}: judge_llms.{slot} is empty")
-                llm = self._llm_role(f"judge_llms.{slot}", node, (self.plain.get("judge_llms") or {}).get(slot))
+                llm = self._llm_role(f"judge_llms.{slot}", node)
             out[spec["name"]] = Judge(llm, spec["criterion"], spec.get("lme_format", "reasoned"))
         return out
 
@@ -138,7 +143,6 @@ class GivenModels:
         self.llm, self.embedder, self._reranker = llm, embedder, reranker
         self.selector_llm = selector_llm or llm
         self.answer_llm = answer_llm or llm
-        self.cfg = None
 
     @property
     def reranker(self) -> Any:

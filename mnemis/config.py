@@ -5,8 +5,6 @@ Only this module and ``mnemis.app.cli`` import hydra/omegaconf; everything else 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -49,20 +47,7 @@ def build(node: Any, **kwargs: Any) -> Any:
     return instantiate(node, _convert_="all", **kwargs)
 
 
-def config_hash(plain: dict[str, Any], keys: list[str]) -> str:
-    """A short hash of the named top-level sections: equal hashes = reusable artifacts."""
-    picked = {k: plain.get(k) for k in sorted(keys)}
-    text = json.dumps(picked, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def drop_fields(node: Any, drop: frozenset[str] | set[str]) -> Any:
-    """A copy of a plain config node without the keys in ``drop``, at any depth."""
-    if isinstance(node, dict):
-        return {k: drop_fields(v, drop) for k, v in node.items() if k not in drop}
-    if isinstance(node, list):
-        return [drop_fields(v, drop) for v in node]
-    return node
+from mnemis.address import config_hash, drop_fields  # noqa: E402,F401  (re-exported for old callers)
 
 
 def compose(overrides: list[str] | None = None, config_name: str = "config") -> Any:

@@ -36,9 +36,10 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from mnemis.address import memory_address
 from mnemis.components import Models
-from mnemis.config import build, compose, config_hash, drop_fields, to_plain
 from mnemis.messages import Message, check_group, parse_messages, source_ids
+from mnemis.settings import MemorySettings, RunSettings, instantiate, load_settings
 from mnemis.store import GraphStore
 from mnemis.store.lock import WriterLock
 from mnemis.times import in_zone, zone
@@ -49,29 +50,58 @@ log = logging.getLogger(__name__)
 __all__ = ["Memory", "Message", "default_path"]
 
 ROUTES = ("both", "system1", "system2")
-# the config sections that decide what a memory holds (a library memory's default file is addressed by them)
+# the config sections that decide what a memory holds (its default file is addressed by them, as the CLI's are)
 MEMORY_KEYS = ("llm", "embedder", "ingest", "hierarchy")
 QUEUED = "memory.queued"  # progress stage: episodes an ``add`` stored for extraction (found by ``recover``)
 OPEN = "memory.open"  # progress stage: groups whose last ``add`` has not finished (key "add")
 _CONFIG = object()  # "take it from the config"
 
 
-def default_path(plain: Mapping[str, Any]) -> Path:
-    """``<paths.artifacts_dir>/memory/<hash of the memory-shaping config>/<store.filename>``."""
-    view = {k: drop_fields(plain.get(k), frozenset({"cache_dir", "cache_mode", "show_progress"}))
-            for k in MEMORY_KEYS if k in plain}
-    return Path(plain["paths"]["artifacts_dir"]) / "memory" / config_hash(view, sorted(view)) / \
+def default_path(settings: MemorySettings | RunSettings | Mapping[str, Any]) -> Path:
+    """``<paths.artifacts_dir>/memory/<address>/<store.filename>``: the address is the CLI's
+    (:func:`mnemis.address.memory_address`: the build sections, the build prompts and the code version) without
+    a dataset, since a library memory's messages come from its caller."""
+    plain = settings.model_dump(mode="json") if isinstance(settings, (MemorySettings, RunSettings)) else settings
+    return Path(plain["paths"]["artifacts_dir"]) / "memory" / memory_address(plain, MEMORY_KEYS) / \
         plain["store"]["filename"]
+
+
+def memory_settings(config: Any) -> MemorySettings:
+    """A :class:`MemorySettings` from run or memory settings, or a composed config (plain or OmegaConf)."""
+    if isinstance(config, MemorySettings):
+        return config
+    if isinstance(config, RunSettings):
+        return config.memory()
+    if type(config).__module__.startswith("omegaconf"):
+        from mnemis.config import to_plain
+
+        config = to_plain(config)
+    if isinstance(config, Mapping) and "command" in config:  # a whole composed config
+        return load_settings(config).memory()
+    return MemorySettings.model_validate(config)
+
+
+def _merged(base: dict[str, Any], extra: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    """``extra`` merged into ``base`` key by key (nested sections merge; a ``_target_`` node replaces)."""
+    out = dict(base)
+    for k, v in extra.items():
+        # a node naming its own `_target_` replaces the default one whole (another model, not a patched one)
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) and "_target_" not in v:
+            out[k] = _merged(dict(out[k]), v, f"{where}{k}.")
+        else:
+            out[k] = v
+    return out
 
 
 class Memory:
     """A long-term memory in one store file: base graph + hierarchy, read back by System-1/System-2.
 
     Args:
-        cfg: the composed config (an OmegaConf node, as ``mnemis.config.compose`` returns).
+        config: its settings: a :class:`~mnemis.settings.MemorySettings` (or the run's
+            :class:`~mnemis.settings.RunSettings`, or a composed config, plain or as ``compose`` returns it);
+            :meth:`from_config` composes one from ``conf/``.
         path: the store file (created when missing); default :func:`default_path`.
-        models: the models to use (default: built from ``cfg`` on first use, shared in the process).
-        plain: ``cfg`` as plain values, when the caller has it already.
+        models: the models to use (default: built from the settings on first use, shared in the process).
         store: an open store to work on (the caller closes it); else ``path`` is opened.
         time_zone: zone of stored message times (default ``store.time_zone``, UTC): naive inputs are read in
             it, aware ones converted to it.
@@ -79,19 +109,17 @@ class Memory:
             ``store.lock_timeout_s``; None: no limit).
     """
 
-    def __init__(self, cfg: Any, *, path: str | Path | None = None, models: Models | None = None,
-                 plain: dict[str, Any] | None = None, store: GraphStore | None = None,
-                 time_zone: str | tzinfo | None | object = _CONFIG, lock_timeout: float | None | object = _CONFIG,
-                 ) -> None:
-        self.cfg = cfg
-        self.plain = plain if plain is not None else to_plain(cfg)
-        settings = self.plain.get("store") or {}
-        self.time_zone = zone(settings.get("time_zone") if time_zone is _CONFIG else time_zone)
-        timeout = settings.get("lock_timeout_s", 600) if lock_timeout is _CONFIG else lock_timeout
-        self.models = models or Models(cfg, self.plain)
+    def __init__(self, config: Any, *, path: str | Path | None = None, models: Models | None = None,
+                 store: GraphStore | None = None, time_zone: str | tzinfo | None | object = _CONFIG,
+                 lock_timeout: float | None | object = _CONFIG) -> None:
+        self.settings = memory_settings(config)
+        st = self.settings.store
+        self.time_zone = zone(st.time_zone if time_zone is _CONFIG else time_zone)
+        timeout = st.lock_timeout_s if lock_timeout is _CONFIG else lock_timeout
+        self.models = models or Models(self.settings.model_dump(mode="json"))
         self._owns_store = store is None
         self.path = Path(store.path) if store is not None else Path(path) if path is not None else \
-            default_path(self.plain)
+            default_path(self.settings)
         self._writing = WriterLock(Path(f"{self.path}.lock"), timeout=timeout, what=str(self.path))
         if store is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,22 +133,25 @@ class Memory:
                             sorted(left), sum(left.values()))
 
     @classmethod
-    def from_config(cls, overrides: Sequence[str] = (), *, path: str | Path | None = None, **options: Any) -> Memory:
-        """Compose ``conf/`` with Hydra-style ``overrides`` (e.g. ``["experiment=quickstart"]``); the models
-        are built from it on first use. ``options``: ``time_zone``, ``lock_timeout``."""
-        return cls(compose(list(overrides)), path=path, **options)
+    def from_config(cls, config: Sequence[str] | Mapping[str, Any] = (), *, path: str | Path | None = None,
+                    **options: Any) -> Memory:
+        """A memory from ``conf/``: ``config`` is a list of Hydra-style overrides (``["experiment=quickstart"]``)
+        or a plain dict merged over the composed defaults (``{"experiment": "quickstart", "retrieval":
+        {"k": 5}}``; an ``experiment`` key picks the experiment first). Every key is validated at once
+        (:func:`mnemis.settings.load_settings`); the models are built on first use. ``options``:
+        ``time_zone``, ``lock_timeout``."""
+        return cls(_compose_settings(config), path=path, **options)
 
     @classmethod
-    def from_models(cls, llm: Any, embedder: Any, reranker: Any = None, *, overrides: Sequence[str] = (),
-                    path: str | Path | None = None, selector_llm: Any = None, answer_llm: Any = None,
-                    **options: Any) -> Memory:
+    def from_models(cls, llm: Any, embedder: Any, reranker: Any = None, *,
+                    overrides: Sequence[str] | Mapping[str, Any] = (), path: str | Path | None = None,
+                    selector_llm: Any = None, answer_llm: Any = None, **options: Any) -> Memory:
         """Use model objects you built (an ``mnemis.models.llm.client.LLM``, an embedder with ``encode``,
         a reranker with ``score``); every other setting comes from ``conf/`` with ``overrides``."""
         from mnemis.components import GivenModels
 
-        cfg = compose(list(overrides))
         models = GivenModels(llm, embedder, reranker, selector_llm=selector_llm, answer_llm=answer_llm)
-        return cls(cfg, path=path, models=models, **options)  # type: ignore[arg-type]
+        return cls(_compose_settings(overrides), path=path, models=models, **options)  # type: ignore[arg-type]
 
     def ledger(self) -> Any:
         """Tokens and calls per LLM stage so far (every LLM of this memory, shared engines counted once)."""
@@ -204,7 +235,7 @@ class Memory:
         """The progress stages every extracted episode ends with (per the ingest settings)."""
         from mnemis.ingest.attributes import EPISODE_STAGE
 
-        refresh = (self.plain.get("ingest") or {}).get("attribute_refresh", "end")
+        refresh = self.settings.ingest["attribute_refresh"]
         return ("extract", "resolve", "facts") + ((EPISODE_STAGE,) if refresh == "episode" else ())
 
     def unfinished(self) -> dict[str, int]:
@@ -241,7 +272,8 @@ class Memory:
         episodes = list(episodes)
         with self._writing():
             self._check_time_kinds(episodes)
-            builder = build(self.cfg.ingest)(store=self.store, llm=self.models.llm, embedder=self.models.embedder)
+            builder = instantiate(self.settings.ingest)(store=self.store, llm=self.models.llm,
+                                                        embedder=self.models.embedder)
             return builder.ingest(episodes)
 
     def _check_time_kinds(self, episodes: Sequence[Episode]) -> None:
@@ -279,7 +311,7 @@ class Memory:
 
         groups = self.groups() if groups is None else list(groups)
         with self._writing():
-            metrics = organize(self.store, self.models.llm, groups, build(self.cfg.hierarchy),
+            metrics = organize(self.store, self.models.llm, groups, instantiate(self.settings.hierarchy),
                                embedder=self.models.embedder)
         return {g: m.model_dump() if hasattr(m, "model_dump") else m for g, m in metrics.items()}
 
@@ -305,25 +337,14 @@ class Memory:
                                  f"({self.path}); it has {sorted(known)}")
         return out
 
-    def _retrieval_cfg(self, route: str) -> dict[str, Any]:
-        if route not in ROUTES:
-            raise ValueError(f"route={route!r}: choose one of {list(ROUTES)}")
-        cfg = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.plain["retrieval"].items()}
-        cfg["fusion"] = dict(cfg.get("fusion") or {})
-        if route != "both":
-            cfg["fusion"]["mode"] = route
-            if route == "system1":
-                cfg["system2"] = {**(cfg.get("system2") or {}), "enabled": False}
-        return cfg
-
     def retrieve(self, questions: Sequence[Question], route: str = "both") -> Any:
         """Retrieval for typed questions: a ``RetrievalOutput`` (fused contexts, rendered texts, and per
         route the System-1 hits and the System-2 traversals)."""
         from mnemis.retrieve.pipeline import run_retrieval
 
-        cfg = self._retrieval_cfg(route)
-        reranker = self.models.reranker if (cfg.get("fusion") or {}).get("scorer") == "reranker" else None
-        needs_llm = route in ("both", "system2") and (cfg.get("system2") or {}).get("enabled", True)
+        cfg = self.settings.retrieval.for_route(route)
+        reranker = self.models.reranker if cfg.fusion.scorer == "reranker" else None
+        needs_llm = route in ("both", "system2") and cfg.system2.enabled
         return run_retrieval(self.store, list(questions), cfg, embedder=self.models.embedder,
                              llm=self.models.selector_llm if needs_llm else None, reranker=reranker)
 
@@ -346,7 +367,21 @@ class Memory:
 
         qs = self._questions(questions, group)
         res = self.retrieve(qs, route)
-        cfg = self.plain.get("answer") or {}
-        return answer_questions(self.models.answer_llm, qs, res.texts, max_tokens=int(cfg.get("max_tokens", 256)),
-                                prompt=answer_prompt_for(cfg, "mnemis"),
-                                temperature=float(cfg.get("temperature") or 0.0))
+        cfg = self.settings.answer
+        return answer_questions(self.models.answer_llm, qs, res.texts, max_tokens=cfg.max_tokens,
+                                prompt=answer_prompt_for(cfg, "mnemis"), temperature=cfg.temperature)
+
+
+def _compose_settings(config: Sequence[str] | Mapping[str, Any]) -> RunSettings:
+    """Compose ``conf/`` (the edge of the library: the only place it meets the config framework) with a list of
+    overrides, or with a plain dict merged over the defaults, and validate the result."""
+    from mnemis.config import compose, to_plain
+
+    if isinstance(config, (str, bytes)):
+        raise TypeError("config: expected a list of overrides or a dict, got a string (wrap it in [...])")
+    if isinstance(config, Mapping):
+        extra = dict(config)
+        experiment = extra.pop("experiment", None)
+        plain = to_plain(compose([f"experiment={experiment}"] if experiment else []))
+        return load_settings(_merged(plain, extra))
+    return load_settings(to_plain(compose(list(config))))

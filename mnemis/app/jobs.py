@@ -15,49 +15,35 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mnemis.address import (  # noqa: F401
+    BUILD_CODE_VERSION,
+    BUILD_KEYS,
+    NOT_BUILD_FIELDS,
+    build_view,
+    config_hash,
+    drop_fields,
+    memory_address,
+)
 from mnemis.components import _MODELS, Models  # noqa: F401  (_MODELS: the process-level model cache)
-from mnemis.config import config_hash, drop_fields, to_plain
+from mnemis.config import to_plain
 from mnemis.data.load import load_dataset
 from mnemis.data.sources import SOURCES, DataDirs, side_file
 from mnemis.roles import check_roles, roles_summary, run_seeds
 from mnemis.scale.shard import sharded_address
+from mnemis.settings import RunSettings, SettingsError, load_settings
 from mnemis.store import GraphStore
 from mnemis.types import Dataset, Question
 
 log = logging.getLogger(__name__)
 
-# Config sections whose values change what a build produces (the artifact address). The address also
-# covers the build-stage prompts (their text and schema, ``build_prompt_fingerprints``) and
-# BUILD_CODE_VERSION; fields that only say where files go or how progress is shown are left out, so
-# moving the response cache (paths.cache_dir) keeps the address.
-BUILD_KEYS = ["dataset", "llm", "embedder", "ingest", "hierarchy"]
-# Bump when the extraction / hierarchy logic changes what a build writes (prompts are hashed on their own).
-BUILD_CODE_VERSION = 2
-# engine resources (threads, memory, batching, parallelism) change how fast a model answers, not what: they
-# are left out of the address too, so tuning them reuses a built memory
-ENGINE_FIELDS = frozenset({"cpu_threads_bind", "gpu_memory_utilization", "kv_cache_memory_bytes", "max_num_seqs",
-                           "max_num_batched_tokens", "enable_prefix_caching", "enforce_eager", "tensor_parallel_size",
-                           "data_parallel_size", "lazy", "chunk_size"})
-NOT_BUILD_FIELDS = frozenset({"cache_dir", "cache_mode", "show_progress"}) | ENGINE_FIELDS
 GRAPH_METHODS = {"mnemis"}
 LOCOMO_DATASETS = ("locomo", "locomo_plus")  # LoCoMo's questions: audit and judge stress apply
 METHODS = ("mnemis", "rag", "full_context", "mem0", "mem0g", "graphiti", "mem0_oss")
 
 
-def build_view(plain: dict[str, Any], keys: Sequence[str] = BUILD_KEYS, *, prompts: str = "build") -> dict[str, Any]:
-    """What addresses a built memory: the build sections (without file locations), the prompt
-    fingerprints of ``prompts`` ("build" or "mem0") and the build code version."""
-    from mnemis.prompts.fingerprint import build_prompt_fingerprints, mem0_prompt_fingerprints
-
-    view = {k: drop_fields(plain.get(k), NOT_BUILD_FIELDS) for k in keys if k in plain}
-    view["prompts"] = build_prompt_fingerprints() if prompts == "build" else mem0_prompt_fingerprints()
-    view["build_code_version"] = BUILD_CODE_VERSION
-    return view
-
-
 def build_address(plain: dict[str, Any]) -> str:
-    view = build_view(plain)
-    return sharded_address(config_hash(view, sorted(view)), plain)
+    """The run's memory address (:func:`mnemis.address.memory_address`), per shard when sharded."""
+    return sharded_address(memory_address(plain), plain)
 
 
 def load_configured_dataset(plain: dict[str, Any]) -> Dataset:
@@ -82,7 +68,7 @@ def _write(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=2, default=str))
 
 
-def run_build(plain: dict[str, Any], out: Path, models: Models | None = None) -> dict[str, Any]:
+def run_build(settings: RunSettings, out: Path, models: Models | None = None) -> dict[str, Any]:
     """Store the dataset slice, then (when a graph method is asked for) the base graph and hierarchy,
     through :class:`mnemis.memory.Memory` (the library's composition path).
 
@@ -92,12 +78,12 @@ def run_build(plain: dict[str, Any], out: Path, models: Models | None = None) ->
     from mnemis.ingest.common import STATS_KEY
     from mnemis.memory import Memory
 
+    plain = settings.plain()
     data = load_configured_dataset(plain)
     path = artifact_dir(plain) / plain["store"]["filename"]
     methods = list(plain.get("methods") or [])
     stages: dict[str, Any] = {}
-    cfg = models.cfg if models is not None else None
-    with Memory(cfg, path=path, models=models, plain=plain) as memory:
+    with Memory(settings, path=path, models=models) as memory:
         store = memory.store
         store.set_meta("build_config", build_view(plain))
         memory.store_episodes(data.episodes)
@@ -148,17 +134,18 @@ def require_built(plain: dict[str, Any], path: Path, methods: Sequence[str]) -> 
             "`mnemis build <the same overrides>`, or use `mnemis run`, which builds and then evaluates.")
 
 
-def run_eval(plain: dict[str, Any], out: Path, models: Models, tracker: Any = None) -> dict[str, Any]:
+def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = None) -> dict[str, Any]:
     """Every configured method on the built memory: retrieve, answer, judge; then metrics and report."""
     from mnemis.eval.harness import evaluate_method, finalize_run
     from mnemis.eval.tracking import make_tracker
     from mnemis.prompts.answer import answer_prompt_for
 
+    plain = settings.plain()
     data = load_configured_dataset(plain)
-    methods = list(plain.get("methods") or [])
-    judge_cfg = plain["judge"]
+    methods = list(settings.methods)
+    judge_cfg = settings.judge
     judges = models.judges()
-    answer_cfg = plain.get("answer") or {}
+    answer_cfg = settings.answer
     seeds = run_seeds(plain)
     questions = list(data.questions)
     if not questions:
@@ -172,8 +159,8 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models, tracker: Any = No
         tracker = make_tracker(plain.get("tracker"), dir=str(out))
         tracker.log_config(plain)
     dirs = DataDirs.from_paths(plain.get("paths"))
-    audit = judge_cfg.get("audit") and data.name in LOCOMO_DATASETS and (
-        judge_cfg.get("audit_path") or side_file("locomo_audit", dirs))
+    audit = judge_cfg.audit and data.name in LOCOMO_DATASETS and (
+        judge_cfg.audit_path or side_file("locomo_audit", dirs))
     if audit and not Path(audit).exists():
         audit = False
     timings: dict[str, float] = {}
@@ -181,16 +168,16 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models, tracker: Any = No
     with GraphStore(path) as store:
         for method in methods:
             t0 = time.perf_counter()
-            contexts, retrieved = _method_contexts(method, plain, store, data, questions, models, out, recall)
+            contexts, retrieved = _method_contexts(method, settings, store, data, questions, models, out, recall)
             for seed in seeds:  # retrieval once; answering and judging once per seed
                 evaluate_method(
                     method=method, questions=questions, contexts=contexts, answer_llm=models.answer_llm,
                     judges=judges, run_dir=out, retrieved=retrieved, seed=seed, audit=audit,
-                    answer_max_tokens=int(answer_cfg.get("max_tokens", 256)),
+                    answer_max_tokens=answer_cfg.max_tokens,
                     answer_prompt=answer_prompt_for(answer_cfg, method),
-                    answer_temperature=float(answer_cfg.get("temperature") or 0.0),
-                    judge_max_tokens=judge_cfg.get("max_tokens", 200),  # an int or "auto" (the schema's worst case)
-                    graded_settings=judge_cfg.get("graded"),  # BEAM / LoCoMo-Plus scorers (mnemis.eval.graded)
+                    answer_temperature=answer_cfg.temperature,
+                    judge_max_tokens=judge_cfg.max_tokens,  # an int or "auto" (the schema's worst case)
+                    graded_settings=judge_cfg.graded,  # BEAM / LoCoMo-Plus scorers (mnemis.eval.graded)
                 )
             timings[method] = round(time.perf_counter() - t0, 2)
         from mnemis.eval.explorer import GRAPH_FILE, graph_snapshot
@@ -203,19 +190,19 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models, tracker: Any = No
     roles["answer_prompts"] = {m: answer_prompt_for(answer_cfg, m).key for m in methods}
     roles["seeds"] = seeds
     _write(out / "roles.json", roles)
-    len_cfg = dict(judge_cfg.get("leniency") or {})
+    len_cfg = judge_cfg.leniency.model_dump()
     if len_cfg.get("enabled") and data.name in LOCOMO_DATASETS and not len_cfg.get("path"):
         len_cfg["path"] = side_file("judge_stress", dirs) or dirs.home / SOURCES["judge_stress"].filename
-    boot = judge_cfg.get("bootstrap") or {}
+    boot = judge_cfg.bootstrap
     from mnemis.eval.graded_leniency import write_graded_leniency
 
-    write_graded_leniency(out, judges, questions, judge_cfg)  # graded judges' controls, when enabled
+    write_graded_leniency(out, judges, questions, plain["judge"])  # graded judges' controls, when enabled
     metrics = finalize_run(
         out, ledger=models.ledger(),
         leniency_judges=judges if len_cfg.get("enabled") and data.name in LOCOMO_DATASETS else None,
         leniency_n=len_cfg.get("n"), leniency_path=len_cfg.get("path"),
-        separate=tuple(judge_cfg.get("separate_categories") or ()), failed=judge_cfg.get("failed", "wrong"),
-        n_boot=int(boot.get("n_boot", 1000)), seed=int(boot.get("seed", 0)), tracker=tracker,
+        separate=tuple(judge_cfg.separate_categories), failed=judge_cfg.failed,
+        n_boot=boot.n_boot, seed=boot.seed, tracker=tracker,
         headline=roles["headline_judge"],
     )
     if own_tracker:
@@ -224,9 +211,10 @@ def run_eval(plain: dict[str, Any], out: Path, models: Models, tracker: Any = No
 
 
 def _method_contexts(
-    method: str, plain: dict[str, Any], store: GraphStore, data: Dataset, questions: list[Question],
+    method: str, settings: RunSettings, store: GraphStore, data: Dataset, questions: list[Question],
     models: Models, out: Path, recall: dict[str, Any],
 ) -> tuple[list[str], list[Any] | None]:
+    plain = settings.plain()
     if method == "full_context":
         from mnemis.baselines.full_context import full_context
 
@@ -239,8 +227,7 @@ def _method_contexts(
         from mnemis.baselines.rag import rag_contexts
         from mnemis.eval.route_recall import route_recall
 
-        s1 = {k: v for k, v in (plain["retrieval"].get("system1") or {}).items() if k not in ("enabled", "routes", "k")}
-        contexts, retrieved = rag_contexts(store, models.embedder, questions, k=int(plain["retrieval"]["k"]), **s1)
+        contexts, retrieved = rag_contexts(store, models.embedder, questions, settings.retrieval.system1)
         recall["rag"] = route_recall(store, questions, {"rag": retrieved})["rag"]
         return contexts, retrieved
     if method in ("graphiti", "mem0_oss"):  # the peer libraries themselves (pip install -e ".[peers]")
@@ -266,9 +253,9 @@ def _method_contexts(
     from mnemis.eval.route_recall import route_recall
     from mnemis.memory import Memory
 
-    res = Memory(models.cfg, plain=plain, models=models, store=store).retrieve(questions)
+    res = Memory(settings, models=models, store=store).retrieve(questions)
     res.save(out)
-    if (plain["retrieval"].get("fusion") or {}).get("scorer") == "reranker" and hasattr(models.reranker, "stats"):
+    if settings.retrieval.fusion.scorer == "reranker" and hasattr(models.reranker, "stats"):
         _write(out / "rerank_cache.json", models.reranker.stats.to_dict())
     recall.update({f"mnemis/{k}": v for k, v in route_recall(store, questions, res.routes()).items()})
     return res.texts, res.contexts
@@ -332,10 +319,14 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise SystemExit(f"mnemis {command}: methods={methods}: choose one or more of {list(METHODS)}")
+    try:
+        settings = load_settings(plain)  # the config read once: every bad key reported at once
+    except SettingsError as exc:
+        raise SystemExit(f"mnemis {command}: {exc}") from None
     if command in ("eval", "run"):
         check_roles(plain)  # before any model loads
     _write(out / "config.json", plain)
-    models = Models(cfg, plain)
+    models = Models(plain)
     result: dict[str, Any] = {"command": command, "output_dir": str(out)}
     models.reset_ledgers()
     from mnemis import progress
@@ -346,11 +337,11 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     listener = watch_progress(tracker)
     try:
         if command in ("build", "run"):
-            result["build"] = run_build(plain, out, models if plain.get("llm") else None)
+            result["build"] = run_build(settings, out, models if settings.llm is not None else None)
             if models.built("llm"):
                 log_ledger(tracker, "build", models.ledger())
         if command in ("eval", "run"):
-            result["eval"] = run_eval(plain, out, models, tracker=tracker)
+            result["eval"] = run_eval(settings, out, models, tracker=tracker)
             log_ledger(tracker, "eval", models.ledger())
         elif models.built("llm"):
             models.ledger().save(out / "ledger.json")

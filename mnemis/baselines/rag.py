@@ -20,14 +20,22 @@ def render_episode_hits(store: Any, contexts: Sequence[RetrievedContext]) -> lis
 
 
 def rag_contexts(
-    store: Any, embedder: Any, questions: Sequence[Question], *, k: int = 10, **system1_kwargs: Any
+    store: Any, embedder: Any, questions: Sequence[Question], system1: Any = None, *, k: int | None = None,
+    **system1_kwargs: Any,
 ) -> tuple[list[str], list[RetrievedContext]]:
     """Retrieve ``k`` episodes per question with System-1 (episodes only) and render them.
 
-    Returns the rendered contexts and the raw :class:`RetrievedContext` s (for recall and records).
+    ``system1``: the run's System-1 settings (:class:`mnemis.settings.System1Settings`: the same searcher the
+    Mnemis route uses, restricted to episodes), else plain keywords of
+    :class:`~mnemis.retrieve.system1.System1`. Returns the rendered contexts and the raw
+    :class:`RetrievedContext` s (for recall and records).
     """
     from mnemis.retrieve.system1 import System1
 
-    searcher = System1(store, embedder, k=k, routes="rag", **system1_kwargs)
+    kw = system1.kwargs() if system1 is not None else dict(system1_kwargs)
+    if k is not None:
+        kw["k"] = k
+    kw["routes"] = "rag"
+    searcher = System1(store, embedder, **kw)
     retrieved = searcher.search(list(questions))
     return render_episode_hits(store, retrieved), retrieved

@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from mnemis.prompts.base import Prompt, system, user
 from mnemis.render import format_timestamp
@@ -131,9 +132,11 @@ def answer_prompt(name: str, key: str = "answer.prompt") -> AnswerPrompt:
         raise ValueError(f"{key}={name!r}: choose one of {sorted(ANSWER_PROMPTS)}") from None
 
 
-def answer_prompt_for(answer_cfg: Mapping[str, object] | None, method: str) -> AnswerPrompt:
-    """The prompt a method answers with: ``answer.prompt_by_method[method]``, else ``answer.prompt``."""
-    cfg = answer_cfg or {}
+def answer_prompt_for(answer_cfg: Any, method: str) -> AnswerPrompt:
+    """The prompt a method answers with: ``answer.prompt_by_method[method]``, else ``answer.prompt``
+    (``answer_cfg``: the answer settings, or their plain dict)."""
+    cfg = answer_cfg if isinstance(answer_cfg, Mapping) else \
+        (answer_cfg.model_dump() if answer_cfg is not None else {})
     by_method = cfg.get("prompt_by_method") or {}
     if method in by_method:  # type: ignore[operator]
         return answer_prompt(str(by_method[method]), f"answer.prompt_by_method.{method}")  # type: ignore[index]

@@ -85,13 +85,15 @@ def run_retrieval(
     Args:
         store: the built memory.
         questions: the batch (any groups).
-        cfg: the ``retrieval`` config as a plain dict.
+        cfg: the retrieval settings (:class:`mnemis.settings.RetrievalSettings`, or its plain dict).
         embedder: query encoder for System-1 (ignored when ``system1`` is given).
         llm: the ``LLM`` client for System-2 selection.
         reranker: a ``Reranker`` when ``fusion.scorer`` is ``reranker``.
         system1: a ready :class:`~mnemis.retrieve.system1.System1` (else built from ``cfg["system1"]``).
         tokenizer: optional token counter for the context budget.
     """
+    if not isinstance(cfg, Mapping):  # typed settings (mnemis.settings.RetrievalSettings)
+        cfg = cfg.model_dump()
     fusion = dict(cfg.get("fusion") or {})
     mode = fusion.get("mode", "both")
     s1_on, s1_kw = _kwargs(cfg.get("system1"))

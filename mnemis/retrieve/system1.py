@@ -56,7 +56,8 @@ class System1:
     Args:
         store: graph store holding items and their embeddings (see :mod:`mnemis.ingest.embed_items`).
         embedder: query encoder (must be the model that embedded the items).
-        k: episode budget; entities and facts get ``2k``.
+        k: episode budget; entities and facts get ``graph_factor * k``.
+        graph_factor: multiplier of ``k`` for the entity and fact budgets (the same value as the fuser's).
         routes: ``both``, ``rag`` (episodes only) or ``graph`` (entities and facts only).
         rrf_k: RRF constant (see :mod:`mnemis.index.rrf` for the default).
         weights: RRF weight per list (``{"cosine": w, "bm25": w}``; ``None`` = 1 each).
@@ -84,6 +85,7 @@ class System1:
         rrf_k: float = DEFAULT_RRF_K,
         weights: Mapping[str, float] | None = DEFAULT_WEIGHTS,
         pool_factor: float = 2,
+        graph_factor: int = 2,
         min_cosine: float | None = None,
         index: str = "exact",
         index_params: Mapping[str, object] | None = None,
@@ -108,7 +110,9 @@ class System1:
         self.store, self.embedder = store, embedder
         self.k, self.routes, self.rrf_k = k, routes, rrf_k
         self.weights = dict(weights or {})
-        self.pool_factor, self.min_cosine = pool_factor, min_cosine
+        if graph_factor < 1:
+            raise ValueError(f"graph_factor must be >= 1, got {graph_factor}")
+        self.pool_factor, self.graph_factor, self.min_cosine = pool_factor, graph_factor, min_cosine
         self.use_bm25, self.use_vector, self.query_normalize = bm25, vector, query_normalize
         self.grouped = index == "grouped"
         self.device = device
@@ -119,7 +123,8 @@ class System1:
         self._known_groups: set[str] = set()
 
     def budget(self, item: str) -> int:
-        return self.k if item == "episode" else 2 * self.k
+        """Hits kept per type: ``k`` episodes, ``graph_factor * k`` entities and facts (the fuser's budgets)."""
+        return self.k if item == "episode" else self.graph_factor * self.k
 
     def refresh(self, group_id: str | None = None) -> None:
         """Re-read the store (after new items or embeddings) on the next search."""

@@ -85,7 +85,7 @@ def test_judging_with_the_model_under_test_is_explicit_and_reported():
 def test_roles_share_one_engine_when_configs_match():
     cfg = compose(["experiment=paper_locomo_k10", "llm=schema_fake", "judge_llms.paper=${llm}",
                    "+llm@answer_llm=schema_fake", "answer_llm.max_retries=1"])
-    models = Models(cfg, to_plain(cfg))
+    models = Models(to_plain(cfg))
     judges = models.judges()
     assert judges["generous"].llm is models.llm and judges["strict"].llm is models.llm
     assert judges["generous"].criterion == "generous" and judges["strict"].criterion == "strict"
@@ -124,7 +124,9 @@ def test_engine_resources_keep_the_address():
 def test_code_version_is_part_of_the_address(monkeypatch):
     plain = _plain(["experiment=quickstart"])
     before = build_address(plain)
-    monkeypatch.setattr(jobs, "BUILD_CODE_VERSION", jobs.BUILD_CODE_VERSION + 1)
+    import mnemis.address as address
+
+    monkeypatch.setattr(address, "BUILD_CODE_VERSION", address.BUILD_CODE_VERSION + 1)
     assert build_address(plain) != before
 
 
@@ -155,11 +157,16 @@ def test_editing_any_build_prompt_changes_the_address(tmp_path, monkeypatch):
     assert {"extract_entities", "extract_facts", "resolve_entities", "dedup_facts", "entity_attributes",
             "categorize", "describe_category"} <= set(roles["build"])
     assert {"answer", "judge_locomo", "judge_longmemeval", "select_nodes"} <= set(roles["other"])
+    from mnemis.memory import default_path
+
+    real_path = default_path(plain)
     for name in [*roles["build"], "base"]:
         original = (root / f"{name}.py").read_text()
         _edit_first_string(root / f"{name}.py")
         assert build_address(plain) != real, name
+        assert default_path(plain) != real_path, name  # a library memory re-addresses as the CLI's does
         (root / f"{name}.py").write_text(original)
+    assert default_path(plain) == real_path
     assert build_address(plain) == real
     for name in ("answer", "judge_locomo", "select_nodes", "mem0_update"):  # not build prompts of the graph
         _edit_first_string(root / f"{name}.py")
