@@ -8,8 +8,10 @@ Two caches, both handing out fresh copies, so a test may change what it gets:
   ``conf/`` and each of Hydra's packaged configs is parsed once and Hydra gets a deep copy whenever it asks again.
   A file is keyed by its bytes, so a file a test edits is parsed again. Every compose in the test process gains,
   the library's own (``mnemis.config.compose``, ``Memory.from_config``, an in-process CLI run) included.
-- :func:`compose`: ``mnemis.config.compose`` cached by (overrides, config name), returned as a copy: for tests
-  that compose the same overrides many times (parametrized config checks).
+- :func:`compose` and :func:`plain_config`: ``mnemis.config.compose`` (and its resolved plain form) cached by
+  (config name, overrides), returned as a copy: for tests that compose the same overrides many times
+  (parametrized config checks). Only for overrides whose result depends on nothing else: not for configs that
+  read the environment (``oc.env``) or the clock (``now``) while a test changes them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 _PARSED: dict[tuple, Any] = {}  # (source kind, source path, config path[, file bytes]) -> hydra ConfigResult
 _COMPOSED: dict[tuple[str, tuple[str, ...]], Any] = {}
+_PLAIN: dict[tuple[str, tuple[str, ...]], Any] = {}
 _INSTALLED: list[tuple[type, Any]] = []
 
 
@@ -83,3 +86,13 @@ def compose(overrides: Sequence[str] | None = None, config_name: str = "config")
     if key not in _COMPOSED:
         _COMPOSED[key] = compose_config(list(key[1]), config_name=config_name)
     return copy.deepcopy(_COMPOSED[key])
+
+
+def plain_config(overrides: Sequence[str] | None = None, config_name: str = "config") -> dict[str, Any]:
+    """``to_plain(compose(overrides))`` (resolved plain values), composed once per session, returned as a copy."""
+    from mnemis.config import to_plain
+
+    key = (config_name, tuple(overrides or ()))
+    if key not in _PLAIN:
+        _PLAIN[key] = to_plain(compose(key[1], config_name=config_name))
+    return copy.deepcopy(_PLAIN[key])

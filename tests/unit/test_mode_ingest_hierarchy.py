@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from mnemis.config import CONF_DIR, compose, to_plain
+from mnemis.config import CONF_DIR
 from mnemis.hierarchy import HierarchyConfig
+from tests.helpers.compose import plain_config
 
 PAPER_EXPERIMENTS = ["paper_locomo_k10", "paper_locomo_k30", "paper_locomo_baselines", "paper_locomo_mem0",
                      "paper_lme_s"]
@@ -35,7 +36,7 @@ def test_every_paper_experiment_is_listed():
 
 @pytest.mark.parametrize("exp", PAPER_EXPERIMENTS)
 def test_paper_experiments_get_the_paper_values(exp):
-    cfg = to_plain(compose([f"experiment={exp}"]))
+    cfg = plain_config([f"experiment={exp}"])
     assert cfg["fidelity"] == "paper" and _values(cfg) == PAPER_VALUES
     assert cfg["embedder"]["dtype"] == "float32"  # the authors' metrics files: Precision.FLOAT32
     HierarchyConfig.coerce(cfg["hierarchy"])  # binds
@@ -43,7 +44,7 @@ def test_paper_experiments_get_the_paper_values(exp):
 
 @pytest.mark.parametrize("overrides", [[], ["experiment=quickstart"]])
 def test_defaults_and_quickstart_keep_ours(overrides):
-    assert _values(to_plain(compose(overrides))) == DEFAULT_VALUES
+    assert _values(plain_config(overrides)) == DEFAULT_VALUES
 
 
 ABLATIONS = {  # the override that puts each remaining default back into a paper run
@@ -58,6 +59,6 @@ ABLATIONS = {  # the override that puts each remaining default back into a paper
 
 
 def test_ablations_override_paper_mode():
-    cfg = to_plain(compose(["experiment=paper_locomo_k10", *ABLATIONS]))
+    cfg = plain_config(["experiment=paper_locomo_k10", *ABLATIONS])
     assert cfg["fidelity"] == "paper"
     assert _values(cfg) == dict(ABLATIONS.values())

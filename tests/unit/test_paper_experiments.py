@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from mnemis.config import CONF_DIR, compose, to_plain
+from mnemis.config import CONF_DIR
 from mnemis.eval.metrics import metrics_by_method
 from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, dump_json, write_records
+from tests.helpers.compose import plain_config
 from tests.helpers.config_targets import bind_targets
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +46,7 @@ collect = _load("paper_collect", PAPER / "collect.py")
 
 
 def _cfg(overrides: list[str]) -> dict[str, Any]:
-    return to_plain(compose(overrides))
+    return plain_config(overrides)  # composed once per session: the combos recur in several tests
 
 
 # ------------------------------------------------------------------------------------------ compose

@@ -4,7 +4,6 @@ ablation beside the mode=paper row."""
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import json
 import os
@@ -15,9 +14,10 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from mnemis.config import CONF_DIR, compose, to_plain
+from mnemis.config import CONF_DIR
 from mnemis.eval.metrics import metrics_by_method
 from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, dump_json, write_records
+from tests.helpers.compose import plain_config
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_EXPERIMENTS = ["paper_locomo_k10", "paper_locomo_k30", "paper_locomo_baselines", "paper_locomo_mem0",
@@ -33,14 +33,9 @@ PAPER_S2 = {"entity_round": False, "max_candidates_per_prompt": None, "max_facts
             "min_top_selections": 0, "prompt_form": "released"}
 
 
-@functools.lru_cache(maxsize=None)
-def _composed(overrides: tuple[str, ...]) -> str:
-    return json.dumps(to_plain(compose(list(overrides))))
-
-
 def _cfg(overrides: list[str]) -> dict[str, Any]:
     """Composed config as plain data (each composition is done once per session: ~1 s each)."""
-    return json.loads(_composed(tuple(overrides)))
+    return plain_config(overrides)
 
 
 def _load_collect():

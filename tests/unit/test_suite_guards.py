@@ -126,3 +126,47 @@ def test_the_import_guard_sees_relative_string_and_bare_imports():
                    "imports eval_helpers by a bare name (use tests.helpers.eval_helpers)",
                    "a string imports or loads a test module: 'from test_system1 import Q'",
                    "a string imports or loads a test module: 'test_a.py'"], bad
+
+
+def _compose_dir(conf: Path, overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=overrides)
+
+
+def test_config_files_parsed_once_compose_the_same_and_see_edits(tmp_path):
+    """The session's parse cache (tests/conftest.py) gives the configs Hydra's own parsing gives, and a file
+    edited on disk is parsed again."""
+    from omegaconf import OmegaConf
+
+    from mnemis.config import compose as compose_config
+    from tests.helpers import compose as helper
+
+    overrides = [["experiment=paper_locomo_k10", "retrieval.k=5"], ["experiment=quickstart"], []]
+    cached = [OmegaConf.to_yaml(compose_config(o)) for o in overrides]
+    assert helper._INSTALLED and helper._PARSED
+    try:
+        helper.restore_config_parsing()
+        assert [OmegaConf.to_yaml(compose_config(o)) for o in overrides] == cached
+    finally:
+        helper.parse_config_files_once()
+    conf = tmp_path / "conf"
+    (conf / "size").mkdir(parents=True)
+    (conf / "config.yaml").write_text("defaults:\n  - size: small\n  - _self_\nname: a\n")
+    (conf / "size" / "small.yaml").write_text("n: 1\n")
+    assert OmegaConf.to_container(_compose_dir(conf, [])) == {"name": "a", "size": {"n": 1}}
+    (conf / "size" / "small.yaml").write_text("n: 2\n")
+    assert _compose_dir(conf, ["name=b"]) == {"name": "b", "size": {"n": 2}}
+
+
+def test_cached_compose_hands_out_copies():
+    from tests.helpers.compose import compose, plain_config
+
+    plain = plain_config(["experiment=quickstart"])
+    plain["retrieval"]["k"] = -1
+    assert plain_config(["experiment=quickstart"])["retrieval"]["k"] != -1
+    cfg = compose(["experiment=quickstart"])
+    cfg.retrieval.k = -1
+    assert compose(["experiment=quickstart"]).retrieval.k != -1

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from mnemis.baselines.mem0.pipeline import Mem0Config
-from mnemis.config import compose, to_plain
+from tests.helpers.compose import plain_config
 
 
 def _cfg(overrides: list[str]) -> dict:
-    return to_plain(compose(overrides))
+    return plain_config(overrides)
 
 
 def test_defaults_are_one_store_per_conversation_k10():

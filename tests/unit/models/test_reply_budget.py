@@ -9,7 +9,6 @@ import pkgutil
 import pytest
 
 import mnemis.prompts
-from mnemis.config import compose, to_plain
 from mnemis.models.llm.base import LLMRequest, Sampling
 from mnemis.models.llm.budget import (
     SLACK_TOKENS,
@@ -25,6 +24,7 @@ from mnemis.prompts.base import Prompt
 from mnemis.prompts.budgets import PLAIN_TEXT_STAGES, stage_reply_schemas
 from mnemis.prompts.extract_entities import ExtractedEntities
 from mnemis.prompts.extract_facts import ExtractedFacts
+from tests.helpers.compose import plain_config
 
 _stages = stage_reply_schemas
 PLAIN_TEXT = PLAIN_TEXT_STAGES
@@ -47,7 +47,7 @@ CONFIGS = {
 
 @pytest.fixture(scope="module")
 def configs():
-    return {name: to_plain(compose(ov)) for name, ov in CONFIGS.items()}
+    return {name: plain_config(ov) for name, ov in CONFIGS.items()}
 
 
 def test_every_prompt_with_a_schema_has_a_budgeted_stage(configs):
