@@ -176,25 +176,10 @@ def dedup_step(
     requests, schemas, asks = [], [], []
     row = 0
     for i, ((state, ep, _, _), facts) in enumerate(zip(items, built)):
-        ask, cand_lists = [], []
-        for f in facts:
-            vec = vecs[row]
-            row += 1
-            exact = next((o.id for o in state.live_touching(f.source_id, f.target_id)
-                          if (o.source_id, o.target_id) == (f.source_id, f.target_id)
-                          and normalize_name(o.fact) == normalize_name(f.fact)), None)
-            if exact is not None:
-                _merge(outcomes[i], state, exact, ep.id)
-                stats["facts.exact_duplicate"] += 1
-                continue
-            cands = state.candidates(f.source_id, f.target_id, vec, max_candidates, min_similarity,
-                                     per_item=per_item)
-            if cands:
-                ask.append((f, vec))
-                cand_lists.append(cands)
-            else:
-                outcomes[i].new_facts.append(f)
-                outcomes[i].new_vecs.append(vec)
+        ask, cand_lists = _candidates_of(state, ep, facts, vecs[row:row + len(facts)], outcomes[i], stats,
+                                         max_candidates=max_candidates, min_similarity=min_similarity,
+                                         per_item=per_item)
+        row += len(facts)
         if ask:
             union = round_robin(cand_lists, None if per_item else max_candidates)
             shown = [render_fact(outcomes[i].updated.get(c, state.facts[c]), limits.fact_dates) for c in union]
@@ -206,29 +191,7 @@ def dedup_step(
                          schemas=schemas)
     for (i, ask, union), rep in zip(asks, replies):
         state, ep, _, _ = items[i]
-        decided: dict[int, Any] = {}
-        for d in getattr(rep, "decisions", []) if rep is not None else []:
-            if not 0 <= d.new < len(ask) or d.new in decided:
-                stats["skip.dedup_bad_fact_index"] += 1
-                continue
-            decided[d.new] = d
-        for q, (f, vec) in enumerate(ask):
-            d = decided.get(q)
-            dup = d.duplicate_of if d is not None else -1
-            if dup != -1 and not 0 <= dup < len(union):
-                stats["skip.dedup_bad_index"] += 1
-                dup = -1
-            if dup >= 0:
-                _merge(outcomes[i], state, union[dup], ep.id)
-                stats["facts.duplicate"] += 1
-                continue
-            for c in dict.fromkeys(d.contradicts if d is not None else []):
-                if not 0 <= c < len(union):
-                    stats["skip.dedup_bad_index"] += 1
-                    continue
-                f = _contradict(outcomes[i], state, union[c], f, ep.valid_at, stats)
-            outcomes[i].new_facts.append(f)
-            outcomes[i].new_vecs.append(vec)
+        _apply_decisions(state, ep, outcomes[i], ask, union, rep, stats)
     for (state, _, _, _), out in zip(items, outcomes):
         for f in out.updated.values():
             state.facts[f.id] = f
@@ -236,6 +199,59 @@ def dedup_step(
             state.add(f, v)
         stats["facts.new"] += len(out.new_facts)
     return outcomes
+
+
+def _candidates_of(state: GroupFacts, ep: Episode, facts: Sequence[Fact], vecs: np.ndarray, out: FactsOutcome,
+                   stats: Counter, *, max_candidates: int, min_similarity: float, per_item: bool,
+                   ) -> tuple[list[tuple[Fact, np.ndarray]], list[list[str]]]:
+    """The new facts of one episode that need the model, with their candidate lists; an exact duplicate is
+    merged and a fact without candidates kept as new, without asking."""
+    ask, cand_lists = [], []
+    for f, vec in zip(facts, vecs):
+        exact = next((o.id for o in state.live_touching(f.source_id, f.target_id)
+                      if (o.source_id, o.target_id) == (f.source_id, f.target_id)
+                      and normalize_name(o.fact) == normalize_name(f.fact)), None)
+        if exact is not None:
+            _merge(out, state, exact, ep.id)
+            stats["facts.exact_duplicate"] += 1
+            continue
+        cands = state.candidates(f.source_id, f.target_id, vec, max_candidates, min_similarity, per_item=per_item)
+        if cands:
+            ask.append((f, vec))
+            cand_lists.append(cands)
+        else:
+            out.new_facts.append(f)
+            out.new_vecs.append(vec)
+    return ask, cand_lists
+
+
+def _apply_decisions(state: GroupFacts, ep: Episode, out: FactsOutcome, ask: list[tuple[Fact, np.ndarray]],
+                     union: list[str], rep: Any, stats: Counter) -> None:
+    """Per asked fact: merge it into the existing one it duplicates, or keep it new after closing the existing
+    facts it contradicts (numbers checked against the lists shown, bad ones counted)."""
+    decided: dict[int, Any] = {}
+    for d in getattr(rep, "decisions", []) if rep is not None else []:
+        if not 0 <= d.new < len(ask) or d.new in decided:
+            stats["skip.dedup_bad_fact_index"] += 1
+            continue
+        decided[d.new] = d
+    for q, (f, vec) in enumerate(ask):
+        d = decided.get(q)
+        dup = d.duplicate_of if d is not None else -1
+        if dup != -1 and not 0 <= dup < len(union):
+            stats["skip.dedup_bad_index"] += 1
+            dup = -1
+        if dup >= 0:
+            _merge(out, state, union[dup], ep.id)
+            stats["facts.duplicate"] += 1
+            continue
+        for c in dict.fromkeys(d.contradicts if d is not None else []):
+            if not 0 <= c < len(union):
+                stats["skip.dedup_bad_index"] += 1
+                continue
+            f = _contradict(out, state, union[c], f, ep.valid_at, stats)
+        out.new_facts.append(f)
+        out.new_vecs.append(vec)
 
 
 def commit_facts(store: GraphStore, outcomes: Sequence[FactsOutcome], stats: Counter) -> None:

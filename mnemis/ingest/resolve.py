@@ -126,34 +126,12 @@ def resolve_step(
 
     ``per_item``: each name keeps its own top ``max_candidates`` and the request lists their union;
     False: the episode's names share ``max_candidates`` candidates (round-robin over their lists)."""
-    outcomes: list[ResolveOutcome] = []
-    queued: list[list[tuple[int, str]]] = []  # per item: (name index, name) needing candidates
-    for state, ep, ext in items:
-        out = ResolveOutcome(state.group_id, ep.id, [None] * len(ext.names))
-        speaker = normalize_name(clean_name(ep.speaker) or "") if message_text(ep) else ""
-        todo: list[tuple[int, str]] = []
-        for j, name in enumerate(ext.names):
-            key = normalize_name(name)
-            if key in state.aliases:
-                out.resolved[j] = state.aliases[key]
-                stats["resolve.exact"] += 1
-                if key == speaker and not state.entities[state.aliases[key]].is_speaker:
-                    ent = state.entities[state.aliases[key]].model_copy(update={"is_speaker": True})
-                    state.entities[ent.id] = ent
-                    out.updated.append(ent)
-            elif key == speaker:
-                out.resolved[j] = _create(state, out, ep, name, embedder.encode([name])[0], speaker=True)
-                stats["resolve.speaker_new"] += 1
-            else:
-                todo.append((j, name))
-        outcomes.append(out)
-        queued.append(todo)
-
+    outcomes, queued = _known_names(items, embedder, stats)
     flat = [name for todo in queued for _, name in todo]
     vecs = embedder.encode(flat) if flat else np.zeros((0, embedder.dim), dtype=np.float32)
     requests, schemas, asks = [], [], []  # asks[r] = (item index, [(name index, name, vec)], candidate ids)
     row = 0
-    for i, ((state, ep, ext), todo) in enumerate(zip(items, queued)):
+    for i, ((state, ep, _), todo) in enumerate(zip(items, queued)):
         ask, cand_lists = [], []
         for j, name in todo:
             vec = vecs[row]
@@ -175,30 +153,66 @@ def resolve_step(
                          temperature=temperature, schemas=schemas)
     for (i, ask, union), rep in zip(asks, replies):
         state, ep, _ = items[i]
-        decided: dict[int, int] = {}
-        for d in getattr(rep, "decisions", []) if rep is not None else []:
-            if not 0 <= d.new < len(ask) or d.new in decided:
-                stats["skip.resolve_bad_name_index"] += 1
-                continue
-            if d.match != -1 and not 0 <= d.match < len(union):
-                stats["skip.resolve_bad_match_index"] += 1
-                continue
-            decided[d.new] = d.match
-        for q, (j, name, vec) in enumerate(ask):
-            match = decided.get(q, -1)
-            if rep is not None and q not in decided:
-                stats["resolve.no_decision"] += 1
-            if match >= 0:
-                eid = union[match]
-                outcomes[i].resolved[j] = eid
-                state.aliases[normalize_name(name)] = eid
-                state.merged[normalize_name(name)] = eid
-                outcomes[i].aliases_changed = True
-                stats["resolve.merged"] += 1
-            else:
-                outcomes[i].resolved[j] = _create(state, outcomes[i], ep, name, vec)
-                stats["resolve.new_after_llm"] += 1
+        _apply_decisions(state, ep, outcomes[i], ask, union, rep, stats)
     return outcomes
+
+
+def _known_names(items: Sequence[tuple[GroupEntities, Episode, EpisodeExtraction]], embedder: Embedder,
+                 stats: Counter) -> tuple[list[ResolveOutcome], list[list[tuple[int, str]]]]:
+    """Per item: the outcome with every name resolved that needs no model (an alias already known, or the
+    speaker, created by rule), and the ``(name index, name)`` pairs left to match against candidates."""
+    outcomes: list[ResolveOutcome] = []
+    queued: list[list[tuple[int, str]]] = []
+    for state, ep, ext in items:
+        out = ResolveOutcome(state.group_id, ep.id, [None] * len(ext.names))
+        speaker = normalize_name(clean_name(ep.speaker) or "") if message_text(ep) else ""
+        todo: list[tuple[int, str]] = []
+        for j, name in enumerate(ext.names):
+            key = normalize_name(name)
+            if key in state.aliases:
+                out.resolved[j] = state.aliases[key]
+                stats["resolve.exact"] += 1
+                if key == speaker and not state.entities[state.aliases[key]].is_speaker:
+                    ent = state.entities[state.aliases[key]].model_copy(update={"is_speaker": True})
+                    state.entities[ent.id] = ent
+                    out.updated.append(ent)
+            elif key == speaker:
+                out.resolved[j] = _create(state, out, ep, name, embedder.encode([name])[0], speaker=True)
+                stats["resolve.speaker_new"] += 1
+            else:
+                todo.append((j, name))
+        outcomes.append(out)
+        queued.append(todo)
+    return outcomes, queued
+
+
+def _apply_decisions(state: GroupEntities, ep: Episode, out: ResolveOutcome, ask: list[tuple[int, str, Any]],
+                     union: list[str], rep: Any, stats: Counter) -> None:
+    """Merge each asked name into the candidate the reply matched it with (numbers checked against the lists
+    shown, bad ones counted), or create it as a new entity."""
+    decided: dict[int, int] = {}
+    for d in getattr(rep, "decisions", []) if rep is not None else []:
+        if not 0 <= d.new < len(ask) or d.new in decided:
+            stats["skip.resolve_bad_name_index"] += 1
+            continue
+        if d.match != -1 and not 0 <= d.match < len(union):
+            stats["skip.resolve_bad_match_index"] += 1
+            continue
+        decided[d.new] = d.match
+    for q, (j, name, vec) in enumerate(ask):
+        match = decided.get(q, -1)
+        if rep is not None and q not in decided:
+            stats["resolve.no_decision"] += 1
+        if match >= 0:
+            eid = union[match]
+            out.resolved[j] = eid
+            state.aliases[normalize_name(name)] = eid
+            state.merged[normalize_name(name)] = eid
+            out.aliases_changed = True
+            stats["resolve.merged"] += 1
+        else:
+            out.resolved[j] = _create(state, out, ep, name, vec)
+            stats["resolve.new_after_llm"] += 1
 
 
 def _create(state: GroupEntities, out: ResolveOutcome, ep: Episode, name: str, vec: np.ndarray,

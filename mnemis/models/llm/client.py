@@ -20,122 +20,27 @@ stored failures too and re-asks them only with ``retry_failed=True``.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel, ValidationError
 
 from mnemis import progress
 from mnemis.models.cache import MODES, CachedReply, CacheMissError, ResponseCache, request_key
 from mnemis.models.ledger import Ledger
 from mnemis.models.llm.base import Backend, Completion, LLMRequest, LLMResult
 from mnemis.models.llm.budget import POLICIES, plan
+from mnemis.models.llm.replies import MAX_ERR_CHARS, parse_reply  # noqa: F401  (parse_reply: re-exported)
 from mnemis.models.llm.salvage import salvage
 
 log = logging.getLogger(__name__)
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
-_MAX_ERR_CHARS = 1200
 RETRY_INSTRUCTION = (
     "Your previous reply could not be used: {error}\n"
     "Reply again with only a JSON value that matches the required schema, and nothing else."
 )
-
-
-def _candidates(text: str) -> list[str]:
-    """Substrings of ``text`` that may hold the JSON value: fenced blocks first, then the whole text."""
-    out = [m.group(1).strip() for m in _FENCE.finditer(text)]
-    out.append(text.strip())
-    # an opening fence with no closing one (truncated reply)
-    if "```" in text and not out[:-1]:
-        out.append(text.split("```", 1)[1].removeprefix("json").removeprefix("JSON").strip())
-    return out
-
-
-def _first_json_value(text: str) -> Any:
-    """The first JSON object/array in ``text`` (after leading prose); raises ValueError if none."""
-    decoder = json.JSONDecoder()
-    last_err: Exception | None = None
-    starts = [i for i, ch in enumerate(text) if ch in "{["][:64]
-    for i in starts:
-        try:
-            value, _ = decoder.raw_decode(text, i)
-            return value
-        except RecursionError as exc:  # absurdly deep nesting: give up rather than rescan
-            raise ValueError(f"JSON nested too deeply ({exc})") from None
-        except (json.JSONDecodeError, ValueError) as exc:
-            last_err = exc
-            if _unclosed(text, i):  # a cut-off value: later starts lie inside it, and an inner
-                break  # fragment must not pass for the reply (salvage keeps its complete items)
-    raise ValueError(f"no JSON object or array found ({last_err})" if last_err else "no JSON object found")
-
-
-def _unclosed(text: str, start: int) -> bool:
-    """Whether the bracket opened at ``start`` is still open at the end of ``text`` (strings respected)."""
-    depth, in_str, esc = 0, False, False
-    for ch in text[start:]:
-        if in_str:
-            esc, in_str = (False, True) if esc else (ch == "\\", ch != '"')
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth == 0:
-                return False
-    return True
-
-
-def parse_reply(text: str, schema: type[BaseModel] | None) -> tuple[BaseModel | None, str | None]:
-    """Validate a raw reply against ``schema``.
-
-    Returns ``(parsed, None)`` on success and ``(None, error_message)`` on failure; never raises.
-    Tolerates ```json fences and prose before/after the JSON value.
-    """
-    if schema is None:
-        return None, None
-    if not isinstance(text, str):
-        return None, f"reply is not text ({type(text).__name__})"
-    first_error: str | None = None
-    try:
-        return schema.model_validate_json(text), None
-    except ValidationError as exc:
-        first_error = _short_error(exc)
-    except Exception as exc:  # noqa: BLE001 - a broken reply must never escape
-        first_error = f"{type(exc).__name__}: {exc}"
-    for cand in _candidates(text):
-        try:
-            value = _first_json_value(cand)
-        except (ValueError, RecursionError):
-            continue
-        try:
-            return schema.model_validate(value), None
-        except ValidationError as exc:
-            return None, _short_error(exc)
-        except Exception as exc:  # noqa: BLE001
-            return None, f"{type(exc).__name__}: {exc}"[:_MAX_ERR_CHARS]
-    if not text.strip():
-        return None, "empty reply"
-    return None, first_error or "reply is not valid JSON"
-
-
-def _short_error(exc: ValidationError) -> str:
-    try:
-        parts = []
-        for e in exc.errors()[:8]:
-            loc = ".".join(str(x) for x in e.get("loc", ())) or "<root>"
-            parts.append(f"{loc}: {e.get('msg', '')}")
-        msg = "; ".join(parts)
-    except Exception:  # noqa: BLE001
-        msg = str(exc)
-    return msg[:_MAX_ERR_CHARS]
 
 
 class LLM:
@@ -200,118 +105,79 @@ class LLM:
         if not requests:
             return []
         t0 = time.perf_counter()
-        results: list[LLMResult | None] = [None] * len(requests)
         keys = [request_key(self.model_id, r) for r in requests] if self.cache is not None else []
-        hits = self.cache.get_many(keys) if self.cache is not None else {}
-
-        todo: list[int] = []
-        for i, req in enumerate(requests):
-            hit = hits.get(keys[i]) if keys else None
-            if hit is not None:
-                res = self._from_cache(hit, req)
-                if res is not None:
-                    results[i] = res
-                    continue
-            todo.append(i)
+        results, todo = self._lookup(requests, keys)
         if todo and self.cache_mode == "replay_only":
             raise CacheMissError(requests[todo[0]].stage, len(todo), keys[todo[0]])
-
-        # identical requests inside one batch are sent once when caching is on (same key = same reply)
-        leaders: dict[str, int] = {}
-        followers: dict[int, int] = {}
-        if keys:
-            send = []
-            for i in todo:
-                j = leaders.setdefault(keys[i], i)
-                if j == i:
-                    send.append(i)
-                else:
-                    followers[i] = j
-        else:
-            send = list(todo)
-
-        tokens: Counter = Counter()  # (stage, kind) -> count
-        retries_by_stage: Counter[str] = Counter()
-        attempts = {i: 0 for i in send}
-        used = {i: [0, 0] for i in send}  # prompt / completion tokens over all attempts of an item
-        last_text: dict[int, str] = {}
-        last_err: dict[int, str] = {}
-        last_finish: dict[int, str | None] = {}
-        current = {i: list(requests[i].messages) for i in send}
-        pending = list(send)
-        to_store: list[tuple[str, str, str, CachedReply]] = []  # written in one transaction per round
-        round_no = 0
+        send, followers = _dedupe(todo, keys)
+        tally = _Tally()
+        pending = [_Attempt(i, list(requests[i].messages)) for i in send]
         bar = progress.start(requests[0].stage, len(send))  # counts, rate, ETA per stage (mnemis.progress)
+        round_no = 0
         while pending:
-            batch = [requests[i].model_copy(update={"messages": current[i]}) for i in pending]
-            completions = self._complete(batch)
-            still: list[int] = []
-            for i, comp in zip(pending, completions):
-                req = requests[i]
-                tokens[(req.stage, "prompt")] += comp.prompt_tokens
-                tokens[(req.stage, "completion")] += comp.completion_tokens
-                used[i][0] += comp.prompt_tokens
-                used[i][1] += comp.completion_tokens
-                last_finish[i] = comp.finish_reason
-                if comp.error is not None:
-                    err, text = f"backend error: {comp.error}", comp.text or ""
-                    retry_messages = list(requests[i].messages)
-                    parsed = None
-                else:
-                    text = comp.text
-                    parsed, err = parse_reply(text, req.schema_)
-                    retry_messages = list(requests[i].messages) + [
-                        {"role": "assistant", "content": text},
-                        {"role": "user", "content": RETRY_INSTRUCTION.format(error=err)},
-                    ]
-                    if err is None and comp.finish_reason == "length" and req.schema_ is None and not text:
-                        err = "empty reply (hit max_tokens)"
-                cut = comp.finish_reason == "length"
-                kept = None
-                if err is not None and comp.error is None and cut and req.salvage:
-                    kept = salvage(text, req.schema_)  # re-asking with the same budget would cut it again
-                if err is None or kept is not None:
-                    results[i] = LLMResult(
-                        text=text, parsed=parsed if err is None else kept, prompt_tokens=used[i][0],
-                        completion_tokens=used[i][1], retries=attempts[i], truncated=cut,
-                        salvaged=err is not None,
-                    )
-                    if self.cache is not None:
-                        to_store.append((keys[i], self.model_id, req.stage,
-                                         CachedReply(text, comp.prompt_tokens, comp.completion_tokens,
-                                                     finish_reason=comp.finish_reason)))
-                    continue
-                last_text[i], last_err[i] = text, err
-                if round_no < self.max_retries:  # (a cut reply with nothing complete to keep is re-asked)
-                    attempts[i] += 1
-                    retries_by_stage[req.stage] += 1
-                    current[i] = retry_messages
-                    still.append(i)
-            for i in pending:
-                if results[i] is None and i not in still:
-                    results[i] = self._final_failure(requests[i], last_text.get(i, ""),
-                                                     last_err.get(i, "unknown failure"), last_finish.get(i),
-                                                     used[i], attempts[i])
-                    if self.cache is not None:
-                        res = results[i]
-                        to_store.append((keys[i], self.model_id, requests[i].stage, CachedReply(
-                            res.text, used[i][0], used[i][1], error=None if res.ok else res.error,
-                            finish_reason=last_finish.get(i), retries=attempts[i])))
+            pending = self._round(pending, requests, keys, results, tally, last=round_no >= self.max_retries)
             if bar is not None:
-                bar.update(len(pending) - len(still))
-            pending = still
+                bar.update(tally.finished_last_round)
             round_no += 1
-            self._store(to_store)
-            to_store = []
-
         if bar is not None:
             bar.close()
         for i, j in followers.items():
             src = results[j]
             assert src is not None
             results[i] = src.model_copy(update={"cached": src.ok})
-        self._account(requests, results, tokens, retries_by_stage, time.perf_counter() - t0, bool(send))
+        self._account(requests, results, tally.tokens, tally.retries, time.perf_counter() - t0, bool(send))
         return [r for r in results if r is not None]
+
+    def _lookup(self, requests: Sequence[LLMRequest], keys: Sequence[str]) -> tuple[list[LLMResult | None], list[int]]:
+        """Results served from the cache (None where it has none usable) and the indexes still to ask."""
+        results: list[LLMResult | None] = [None] * len(requests)
+        hits = self.cache.get_many(keys) if self.cache is not None else {}
+        todo = []
+        for i, req in enumerate(requests):
+            hit = hits.get(keys[i]) if keys else None
+            res = self._from_cache(hit, req) if hit is not None else None
+            if res is not None:
+                results[i] = res
+            else:
+                todo.append(i)
+        return results, todo
+
+    def _round(self, pending: list[_Attempt], requests: Sequence[LLMRequest], keys: Sequence[str],
+               results: list[LLMResult | None], tally: _Tally, *, last: bool) -> list[_Attempt]:
+        """One backend call for every pending attempt: keep the valid (or salvaged) replies, re-ask the others
+        with the validation error unless this is the ``last`` round, record final failures; store the round's
+        outcomes in the cache. Returns the attempts to re-ask."""
+        batch = [requests[a.index].model_copy(update={"messages": a.messages}) for a in pending]
+        completions = self._complete(batch)
+        still: list[_Attempt] = []
+        to_store: list[tuple[str, str, str, CachedReply]] = []
+        for a, comp in zip(pending, completions):
+            req = requests[a.index]
+            tally.count(req.stage, comp)
+            a.record(comp)
+            result, retry_messages = _read_completion(req, comp, a)
+            if result is not None:
+                results[a.index] = result
+                if self.cache is not None:
+                    to_store.append((keys[a.index], self.model_id, req.stage, CachedReply(
+                        comp.text, comp.prompt_tokens, comp.completion_tokens, finish_reason=comp.finish_reason)))
+                continue
+            if not last:  # (a cut reply with nothing complete to keep is re-asked)
+                a.attempts += 1
+                tally.retries[req.stage] += 1
+                a.messages = retry_messages
+                still.append(a)
+                continue
+            res = self._final_failure(req, a.last_text, a.last_err or "unknown failure", a.last_finish,
+                                      a.used, a.attempts)
+            results[a.index] = res
+            if self.cache is not None:
+                to_store.append((keys[a.index], self.model_id, req.stage, CachedReply(
+                    res.text, a.used[0], a.used[1], error=None if res.ok else res.error,
+                    finish_reason=a.last_finish, retries=a.attempts)))
+        tally.finished_last_round = len(pending) - len(still)
+        self._store(to_store)
+        return still
 
     def budgeted(self, request: LLMRequest) -> LLMRequest:
         """``request`` with the reply-budget policy applied (max_tokens, decoding schema)."""
@@ -357,7 +223,7 @@ class LLM:
         try:
             out = list(self.backend.complete(batch))
         except Exception as exc:  # noqa: BLE001 - a crashed batch becomes per-item errors (retried)
-            msg = f"{type(exc).__name__}: {exc}"[:_MAX_ERR_CHARS]
+            msg = f"{type(exc).__name__}: {exc}"[:MAX_ERR_CHARS]
             return [Completion(text="", error=msg) for _ in batch]
         if len(out) != len(batch):
             msg = f"backend returned {len(out)} completions for {len(batch)} requests"
@@ -396,3 +262,76 @@ class LLM:
                 prompt_tokens=tokens[(stage, "prompt")], completion_tokens=tokens[(stage, "completion")],
                 wall_s=wall * d["calls"] / n, batches=1,
             )
+
+
+@dataclass
+class _Attempt:
+    """One request on its way through the retry rounds: the messages to send next and what came back so far."""
+
+    index: int
+    messages: list[dict[str, str]]
+    attempts: int = 0
+    used: list[int] = field(default_factory=lambda: [0, 0])  # prompt / completion tokens over all attempts
+    last_text: str = ""
+    last_err: str | None = None
+    last_finish: str | None = None
+
+    def record(self, comp: Completion) -> None:
+        self.used[0] += comp.prompt_tokens
+        self.used[1] += comp.completion_tokens
+        self.last_finish = comp.finish_reason
+
+
+@dataclass
+class _Tally:
+    """Token and retry counts of one ``generate`` call, per stage."""
+
+    tokens: Counter = field(default_factory=Counter)  # (stage, kind) -> count
+    retries: Counter = field(default_factory=Counter)
+    finished_last_round: int = 0
+
+    def count(self, stage: str, comp: Completion) -> None:
+        self.tokens[(stage, "prompt")] += comp.prompt_tokens
+        self.tokens[(stage, "completion")] += comp.completion_tokens
+
+
+def _dedupe(todo: list[int], keys: Sequence[str]) -> tuple[list[int], dict[int, int]]:
+    """Identical requests inside one batch are sent once when caching is on (same key = same reply): the
+    indexes to send and, for every other copy, the index it follows."""
+    if not keys:
+        return list(todo), {}
+    leaders: dict[str, int] = {}
+    send, followers = [], {}
+    for i in todo:
+        j = leaders.setdefault(keys[i], i)
+        if j == i:
+            send.append(i)
+        else:
+            followers[i] = j
+    return send, followers
+
+
+def _read_completion(req: LLMRequest, comp: Completion, a: _Attempt) -> tuple[LLMResult | None, list[dict[str, str]]]:
+    """``(result, retry messages)`` of one completion: a result when the reply validates (or its complete items
+    can be salvaged from a cut reply), else None and the messages that re-ask with the error (``a`` keeps the
+    last reply and error)."""
+    if comp.error is not None:
+        err, text, parsed = f"backend error: {comp.error}", comp.text or "", None
+        retry = list(req.messages)
+    else:
+        text = comp.text
+        parsed, err = parse_reply(text, req.schema_)
+        retry = list(req.messages) + [{"role": "assistant", "content": text},
+                                      {"role": "user", "content": RETRY_INSTRUCTION.format(error=err)}]
+        if err is None and comp.finish_reason == "length" and req.schema_ is None and not text:
+            err = "empty reply (hit max_tokens)"
+    cut = comp.finish_reason == "length"
+    kept = None
+    if err is not None and comp.error is None and cut and req.salvage:
+        kept = salvage(text, req.schema_)  # re-asking with the same budget would cut it again
+    if err is None or kept is not None:
+        return LLMResult(text=text, parsed=parsed if err is None else kept, prompt_tokens=a.used[0],
+                         completion_tokens=a.used[1], retries=a.attempts, truncated=cut,
+                         salvaged=err is not None), retry
+    a.last_text, a.last_err = text, err
+    return None, retry
