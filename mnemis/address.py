@@ -23,7 +23,7 @@ BUILD_CODE_VERSION = 2
 # are left out of the address too, so tuning them reuses a built memory
 ENGINE_FIELDS = frozenset({"cpu_threads_bind", "gpu_memory_utilization", "kv_cache_memory_bytes", "max_num_seqs",
                            "max_num_batched_tokens", "enable_prefix_caching", "enforce_eager", "tensor_parallel_size",
-                           "data_parallel_size", "lazy", "chunk_size"})
+                           "data_parallel_size", "lazy", "chunk_size", "in_process"})
 NOT_BUILD_FIELDS = frozenset({"cache_dir", "cache_mode", "show_progress"}) | ENGINE_FIELDS
 
 

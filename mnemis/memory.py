@@ -379,9 +379,14 @@ def _compose_settings(config: Sequence[str] | Mapping[str, Any]) -> RunSettings:
 
     if isinstance(config, (str, bytes)):
         raise TypeError("config: expected a list of overrides or a dict, got a string (wrap it in [...])")
+    from mnemis.logs import quiet_third_party
+
     if isinstance(config, Mapping):
         extra = dict(config)
         experiment = extra.pop("experiment", None)
         plain = to_plain(compose([f"experiment={experiment}"] if experiment else []))
-        return load_settings(_merged(plain, extra))
-    return load_settings(to_plain(compose(list(config))))
+        settings = load_settings(_merged(plain, extra))
+    else:
+        settings = load_settings(to_plain(compose(list(config))))
+    quiet_third_party(settings.verbose)  # third-party logs off unless verbose=true, as on the CLI
+    return settings

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemis.app import doctor
+from mnemis.app import doctor, inventory
 from mnemis.app.doctor import GIB, ModelNeed, ModelStatus, memory_plan, model_needs, name_params
 from mnemis.config import compose_for_checks
 
@@ -50,7 +50,7 @@ def test_models_split_across_pypi_packages_run_on_cpu(monkeypatch, tmp_path):
     llm = next(n for n in model_needs(plain) if n.role == "llm")
     assert llm.model == "qwen2.5-coder-1.5b" and llm.kind == "packaged" and not doctor.needs_gpu(model_needs(plain))
     monkeypatch.setenv("MNEMIS_MODEL_CACHE", str(tmp_path))
-    monkeypatch.setattr(doctor.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(inventory.importlib.util, "find_spec", lambda name: None)
     assert doctor.local_snapshot(llm) is None
     (tmp_path / "qwen2.5-coder-1.5b-instruct").mkdir()
     assert doctor.local_snapshot(llm) == tmp_path / "qwen2.5-coder-1.5b-instruct"
@@ -134,7 +134,7 @@ def test_models_list_and_fetch_with_a_mocked_hub(monkeypatch, capsys):
         return f"/cache/{repo_id}"
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot)
-    monkeypatch.setattr(doctor, "hub_metadata", lambda need: (16 * GIB, 8_190_000_000) if "8B" in need.model
+    monkeypatch.setattr(inventory, "hub_metadata", lambda need: (16 * GIB, 8_190_000_000) if "8B" in need.model
                         else (None, None))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     assert doctor.models_command(["list", "experiment=paper_locomo_k10"]) == 0
@@ -157,8 +157,8 @@ def test_models_usage(args):
 def test_online_doctor_tells_fetchable_from_unknown_and_plans_the_gpu(monkeypatch):
     plain, launcher = compose_for_checks(["experiment=paper_locomo_k10"])
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(doctor, "local_snapshot", lambda need: None)
-    monkeypatch.setattr(doctor, "hub_metadata", lambda need: (None, None) if "Reranker" in need.model
+    monkeypatch.setattr(inventory, "local_snapshot", lambda need: None)
+    monkeypatch.setattr(inventory, "hub_metadata", lambda need: (None, None) if "Reranker" in need.model
                         else (16 * GIB, 8_000_000_000))
     monkeypatch.setattr(doctor, "gpu_info", lambda: ("NVIDIA H100 80GB HBM3", 80.0 * GIB))
     rows = {r.name: r for r in doctor.checks(plain, launcher, online=True)}

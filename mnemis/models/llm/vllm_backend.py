@@ -10,6 +10,7 @@ The vLLM engine starts its core with multiprocessing spawn: scripts that build o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Sequence
@@ -42,6 +43,9 @@ class VLLMBackend:
             process may use, split per worker rank), ``auto``/``None`` (vLLM's default, which keeps one core
             for its scheduler), ``nobind`` or an explicit list such as ``0-1``. A ``VLLM_CPU_OMP_THREADS_BIND``
             in the environment wins. See :mod:`mnemis.models.llm.cpu_threads`.
+        in_process: run a single-rank engine's core in this process instead of a spawned one (no process is
+            started, so a plain script without an ``if __name__ == "__main__":`` guard works). ``None``: in process
+            when this program runs as a script (``python file.py``), as a spawned core process would re-import it.
         **engine_kwargs: any other ``vllm.LLM`` / ``EngineArgs`` keyword.
     """
 
@@ -50,7 +54,7 @@ class VLLMBackend:
                  data_parallel_size: int = 1, enable_prefix_caching: bool = True, seed: int = 0,
                  enforce_eager: bool = False, chat_template_kwargs: dict[str, Any] | None = None,
                  lazy: bool = False, compact_json: bool = True, cpu_threads_bind: str | None = DEFAULT_BIND,
-                 **engine_kwargs: Any) -> None:
+                 in_process: bool | None = None, **engine_kwargs: Any) -> None:
         packaged = packaged_model(model)
         if packaged is not None:
             self._path = str(packaged[0])
@@ -72,6 +76,7 @@ class VLLMBackend:
         if data_parallel_size != 1:
             self._engine_kwargs["data_parallel_size"] = data_parallel_size
         self.cpu_threads_bind = cpu_threads_bind
+        self.in_process = in_process
         self._ranks = tensor_parallel_size * data_parallel_size * int(engine_kwargs.get("pipeline_parallel_size") or 1)
         self._llm = None
         if not lazy:
@@ -94,7 +99,8 @@ class VLLMBackend:
             from vllm import LLM
 
             kwargs = {k: v for k, v in self._engine_kwargs.items() if v is not None}
-            with bound_engine_env(self.cpu_threads_bind, ranks=self._ranks) as bound:
+            in_process = self._ranks == 1 and (running_as_script() if self.in_process is None else self.in_process)
+            with bound_engine_env(self.cpu_threads_bind, ranks=self._ranks) as bound, _in_process(in_process):
                 if bound:
                     log.info("vLLM CPU engine: %s", " ".join(f"{k}={v}" for k, v in bound.items()))
                 self._llm = LLM(model=self._path, **kwargs)
@@ -164,3 +170,28 @@ class VLLMBackend:
                 except Exception:  # noqa: BLE001
                     log.debug("vLLM shutdown failed", exc_info=True)
             self._llm = None
+
+
+def running_as_script() -> bool:
+    """Whether the main module is a file run as a script (``python file.py``): a spawned process would re-import it
+    and, without an ``if __name__ == "__main__":`` guard, start the program again. ``python -m ...``, a notebook
+    and the REPL are not."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    return getattr(main, "__file__", None) is not None and getattr(main, "__spec__", None) is None
+
+
+@contextlib.contextmanager
+def _in_process(on: bool):
+    """vLLM's engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) while the engine starts, unless
+    the user set the variable."""
+    key = "VLLM_ENABLE_V1_MULTIPROCESSING"
+    if not on or key in os.environ:
+        yield
+        return
+    os.environ[key] = "0"
+    try:
+        yield
+    finally:
+        os.environ.pop(key, None)
