@@ -37,6 +37,7 @@ from mnemis.app.inventory import (  # noqa: F401  (re-exported: the doctor's che
     name_params,
     safetensor_params,
 )
+from mnemis.data import beam_files
 from mnemis.data.sources import SOURCES, DataDirs, verify
 
 GIB = 1024**3
@@ -127,7 +128,28 @@ def data_keys(plain: dict[str, Any]) -> list[tuple[str, str | None]]:
             keys.append(("judge_stress", (judge.get("leniency") or {}).get("path")))
     elif ds.get("name") == "longmemeval":
         keys.append(("longmemeval_s", ds.get("path")))
+    elif ds.get("name") == "longmemeval_m":
+        keys.append(("longmemeval_m", ds.get("path")))
+    elif ds.get("name") == "locomo_plus":
+        keys.append(("locomo_plus", ds.get("path")))
+        if ds.get("include_locomo", True):
+            keys.append(("locomo", ds.get("locomo_path")))
+    elif ds.get("name") == "beam":
+        scale = str(ds.get("scale") or "100K")
+        keys.append(("beam" if scale == "100K" else f"beam_{scale}", ds.get("path")))
     return keys
+
+
+def _beam_check(key: str, explicit: str | None, dirs: DataDirs) -> Check:
+    """A BEAM scale is a folder of conversations: every file present and matching its sums."""
+    scale = beam_files.scale_key(key) or "100K"
+    folder = Path(explicit) if explicit else beam_files.find_scale(scale, dirs)
+    if folder is None or not folder.is_dir():
+        if explicit:
+            return Check(f"data {key}", "FAIL", f"{explicit} is not a folder")
+        return Check(f"data {key}", "warn", f"missing; fetched on first use (mnemis data fetch {key})")
+    ok, msg = beam_files.verify_scale(scale, folder)
+    return Check(f"data {key}", "ok" if ok else "FAIL", f"{folder}: {msg}" if ok else msg)
 
 
 def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None = None) -> list[Check]:
@@ -135,6 +157,9 @@ def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None =
     rows: list[Check] = []
     dirs = DataDirs.from_paths(plain.get("paths"))
     for key, explicit in data_keys(plain):
+        if beam_files.scale_key(key) is not None:
+            rows.append(_beam_check(key, explicit, dirs))
+            continue
         src = SOURCES[key]
         path = Path(explicit) if explicit else dirs.find(src.filename)
         if path is None or not path.is_file():

@@ -183,3 +183,21 @@ def test_the_rehearsal_override_runs_on_cpu_only_with_the_cpu_vllm(monkeypatch, 
     paper, _ = compose_for_checks(["experiment=paper_locomo_k10"])
     monkeypatch.setattr(doctor, "vllm_on_cpu", lambda: True)
     assert doctor.needs_gpu(model_needs(paper))  # Qwen3-8B at a GPU memory fraction stays a GPU job
+
+
+def test_doctor_checks_the_data_of_every_dataset(tmp_path):
+    """BEAM (a folder of conversations), LoCoMo-Plus (its file and LoCoMo's) and LongMemEval-M are checked
+    like LoCoMo: missing is a warning naming the fetch command, a wrong explicit path fails."""
+    from mnemis.data.sources import DataDirs
+
+    dirs = DataDirs(tmp_path, (tmp_path,))
+    assert doctor.data_keys({"dataset": {"name": "locomo_plus"}}) == [("locomo_plus", None), ("locomo", None)]
+    assert doctor.data_keys({"dataset": {"name": "longmemeval_m"}}) == [("longmemeval_m", None)]
+    assert doctor.data_keys({"dataset": {"name": "beam", "scale": "1M"}}) == [("beam_1M", None)]
+    missing = doctor._beam_check("beam", None, dirs)
+    assert missing.status == "warn" and "mnemis data fetch beam" in missing.detail
+    wrong = doctor._beam_check("beam_10M", str(tmp_path / "nowhere"), dirs)
+    assert wrong.status == "FAIL" and "nowhere" in wrong.detail
+    shared = REPO.parent / "shared" / "data" / "beam" / "100K"
+    if shared.is_dir():
+        assert doctor._beam_check("beam", str(shared), dirs).status == "ok"
