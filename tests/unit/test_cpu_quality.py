@@ -115,12 +115,15 @@ def test_paper_mode_runs_its_own_method_list(cq, tmp_path, monkeypatch):
     monkeypatch.setattr(cq, "summarize", lambda run_dir: {"accuracy": {}, "token_f1": {}})
     out = tmp_path / "q.json"
     assert cq.main(["--modes", "tuned,paper", "--out", str(out), "--", "dataset.slice.sessions=[1,1]"]) == 0
+    caps = cq.paper_cap_overrides("cpu")
     assert calls == [("tuned", ["dataset.slice.sessions=[1,1]"]),
-                     ("paper", ["dataset.slice.sessions=[1,1]", "methods=[mnemis,rag,full_context]"])]
+                     ("paper", ["dataset.slice.sessions=[1,1]", *caps, "methods=[mnemis,rag,full_context]"])]
+    assert "ingest.max_tokens.extract_entities=320" in caps  # the paper-mode reply caps of the CPU profile
     report = json.loads(out.read_text())
     assert "--paper-methods mnemis,rag,full_context" in report["command"] and set(report["modes"]) == {"tuned", "paper"}
+    assert "--paper-reply-caps cpu" in report["command"] and report["modes"]["paper"]["mode_overrides"] == caps
     calls.clear()
-    cq.main(["--modes", "paper", "--paper-methods", "all", "--out", str(out)])
+    cq.main(["--modes", "paper", "--paper-methods", "all", "--paper-reply-caps", "none", "--out", str(out)])
     assert calls == [("paper", [])]
 
 
@@ -147,6 +150,7 @@ def test_a_small_cached_run_replays_every_figure(cq, tmp_path, locomo_path):
     tuned = saved["modes"]["tuned"]
     assert tuned["status"] == "complete" and "mnemis_vs_rag" in tuned["paired"]
     assert tuned["health"]["warnings"] is not None and tuned["completion_tokens"]["completion_tokens_per_episode"] >= 0
+    assert tuned["reply_budgets"]["extract_entities"] == 96  # the quickstart's; replayed with the run's own reply budgets
     assert cq.main(["--replay", *common]) == 0
     changed = json.loads(json.dumps(tuned))
     changed["memory"]["facts"] += 1  # a figure a replay must reproduce; wall times and paths it need not
