@@ -1,6 +1,6 @@
 """The one place episodes are rendered as text for answer prompts (baselines and System-2 reuse it).
 
-Format (REFERENCE §6): ``[YYYY/MM/DD (Ddd) HH:MM] speaker: text``, one episode per line, sorted
+Format (the paper): ``[YYYY/MM/DD (Ddd) HH:MM] speaker: text``, one episode per line, sorted
 chronologically.
 """
 

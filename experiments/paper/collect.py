@@ -2,7 +2,7 @@
 
     python experiments/paper/collect.py TABLE PATH... [--judge NAME] [--scoring raw|audited] [--out FILE]
 
-TABLE is one of ``table1 table2 table4 table5 table6 table9`` (REFERENCE §8) or ``ablations`` /
+TABLE is one of ``table1 table2 table4 table5 table6 table9`` (the paper's tables) or ``ablations`` /
 ``ablations_lme`` (``mode=paper`` beside each ``conf/ablation`` overlay and ``mode=tuned``). Each PATH is a
 run dir (``config.json`` + ``metrics.json``) or any folder above run dirs, e.g. a multirun sweep dir. A
 run contributes one candidate row per method in its ``metrics.json``; the row's setting (route, k,
@@ -69,7 +69,7 @@ def _loc(route: str, k: int | None = 10, **extra: Any) -> dict[str, Any]:
 
 ROUTE_LABELS = {"s1_rag": "System-1 RAG", "s1_graph": "System-1 Graph", "s1_rag_graph": "System-1 RAG+Graph (RRF)",
                 "s1_reranked": "System-1 Re-ranked", "s2_only": "System-2 Only", "mnemis": "System-1 + System-2"}
-TOPK = {  # REFERENCE §8.5: per route, per k in (5, 10, 30, 50): MH, Temp, OD, SH, Overall
+TOPK = {  # the paper's top-k table: per route, per k in (5, 10, 30, 50): MH, Temp, OD, SH, Overall
     "s1_rag": [(49.6, 70.1, 65.6, 66.8, 64.3), (64.9, 76.6, 67.7, 76.5, 73.8), (77.3, 82.9, 69.8, 86.0, 82.7),
                (81.6, 84.1, 71.9, 89.1, 85.6)],
     "s1_graph": [(79.4, 61.4, 75.0, 86.7, 79.4), (84.8, 62.6, 74.0, 88.6, 81.6), (87.6, 66.4, 77.1, 91.6, 84.7),
@@ -125,7 +125,7 @@ TABLES: dict[str, Table] = {
         Row(f"{ROUTE_LABELS[r]}, k={k}", _loc(r, k), vals[i])
         for r, vals in TOPK.items() for i, k in enumerate((5, 10, 30, 50))),
         notes=(("Paper's System-2 Only k=30 Single-Hop 98.3 is probably a typo (~92.2 fits its overall 87.9; "
-               "REFERENCE §8.5)."),)),
+               "the paper's top-k table)."),)),
 }
 
 

@@ -1,4 +1,4 @@
-"""Hierarchy construction: category layers over the entities, batched across groups (REFERENCE §3).
+"""Hierarchy construction: category layers over the entities, batched across groups (the paper).
 
 Layer 0 is the entities. For each layer ``i = 1..max_layers`` every unfinished group takes the same
 steps, and each LLM step is **one** ``generate()`` call holding the requests of all groups:

@@ -1,4 +1,4 @@
-"""Pure functions that enforce the hierarchy's constraints on the model's answers (REFERENCE §3.2).
+"""Pure functions that enforce the hierarchy's constraints on the model's answers (the paper).
 
 Nothing here calls a model or touches the store. The build loop (``build.py``) feeds the parsed
 answers through these functions in this order, per layer and group:
@@ -10,7 +10,7 @@ answers through these functions in this order, per layer and group:
 3. ``dissolve_small``: categories with fewer than ``n`` children are dissolved; their children that
    have no other parent become unassigned (re-asked once, then promoted);
 4. ``promote``: every node still unassigned becomes a single-child category of the next layer with its
-   own name, flagged ``promoted=True``. Choice (REFERENCE §3.3 leaves it open): a promoted node is a
+   own name, flagged ``promoted=True``. Choice (the paper leaves it open): a promoted node is a
    real category node, so every layer is strict (parents of layer ``i`` only point to layer ``i-1``)
    and System-2 can walk layer by layer. If the name is already taken at that layer, the node joins
    that category instead (same name, same concept) and this is counted as ``reattached``;

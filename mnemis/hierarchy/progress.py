@@ -4,7 +4,7 @@ After every layer, each group that took part stores its categories and edges so 
 and a ``LayerProgress`` record under the meta key ``hierarchy.progress:<group>``, in one transaction. The
 record carries a fingerprint of what the build depends on (the group's entities, the hierarchy config,
 the model); a rerun with the same fingerprint restores the group from the store and skips its finished
-layers without any LLM call, anything else starts the group afresh (a rebuild from scratch, REFERENCE §3.6).
+layers without any LLM call, anything else starts the group afresh (a rebuild from scratch).
 """
 
 from __future__ import annotations

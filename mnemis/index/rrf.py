@@ -3,9 +3,9 @@
 ``fused(x) = Σ_l w_l / (k_rrf + rank_l(x))`` with 1-based ranks, over the lists that contain ``x``.
 
 The function's default ``k_rrf = 60`` is the usual constant (Cormack et al. 2009). Graphiti, and so the
-reference method (REFERENCE §4), uses ``1 / rank``, i.e. ``k_rrf = 0``. System-1 uses its own
+reference method (the paper's System-1, as its released code), uses ``1 / rank``, i.e. ``k_rrf = 0``. System-1 uses its own
 default, ``k_rrf = 10`` (:data:`mnemis.retrieve.system1.DEFAULT_RRF_K`), chosen out of sample by 2-fold
-cross-validation over LoCoMo conversations (``experiments/bench/system1_cv.py``; figures: the README's
+cross-validation over LoCoMo conversations (``experiments/bench/system1_cv.py``; figures: docs/results.md's
 System-1 recall table and ``experiments/results/system1_cv.json``). Small k lets the top of each list dominate; k = 0 over-rewards
 rank 1 of one list.
 """

@@ -1,4 +1,4 @@
-"""Entity summaries and tags (REFERENCE §2.2 step 7), in one of two ways (``ingest.attribute_refresh``).
+"""Entity summaries and tags (the paper), in one of two ways (``ingest.attribute_refresh``).
 
 ``episode`` (the paper, as Graphiti does it; ``update_step``): after each episode's entities and facts
 are resolved, every entity the episode mentions gets its summary and tags rewritten from its previous

@@ -1,4 +1,4 @@
-"""Fact resolution, one step at a time (REFERENCE §2.2 step 10): dedup and contradiction.
+"""Fact resolution, one step at a time (the paper): dedup and contradiction.
 
 A step takes the next pending episode of every group. Each extracted fact is mapped to resolved
 entities (facts between unknown entities or that became self-loops after a merge are skipped and

@@ -1,4 +1,4 @@
-"""Entity resolution, one step at a time (REFERENCE §2.2 step 5).
+"""Entity resolution, one step at a time (the paper).
 
 A step takes the next pending episode of every group. Each extracted name resolves, in order:
 1. exactly (normalised name or a remembered alias of an earlier merge) - no LLM;

@@ -1,4 +1,4 @@
-"""Answer prompts (REFERENCE §6-§7; our own wording), a small registry chosen by config, and the reply reader.
+"""Answer prompts (the paper; our own wording), a small registry chosen by config, and the reply reader.
 
 Replies are **plain text** (no schema): robust to truncation at ``max_tokens`` and what the judges grade.
 The question date is given so relative phrases ("last week") can be resolved; for LoCoMo it is the time

@@ -1,4 +1,4 @@
-"""Category extraction for one layer of the hierarchy (REFERENCE §3.2–§3.4, our own wording).
+"""Category extraction for one layer of the hierarchy (the paper, our own wording).
 
 The model sees an indexed list of nodes of layer ``i-1`` (``k. name [tag, tag]``) and the categories
 already made at layer ``i`` (by name, or described as ``- name [tag, tag]: e.g. member, member``), and

@@ -1,4 +1,4 @@
-"""Fact dedup and contradiction (REFERENCE §2.2 step 10): new facts of one episode against the
+"""Fact dedup and contradiction (the paper): new facts of one episode against the
 existing facts that share their entities or are semantically close (one request per episode)."""
 
 from __future__ import annotations

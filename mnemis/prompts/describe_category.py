@@ -1,4 +1,4 @@
-"""Tags and summary of one category, written from its children (REFERENCE §3.1; the paper's prompt is
+"""Tags and summary of one category, written from its children (the paper; the paper's prompt is
 not released, so this one is entirely ours).
 
 Tags: at most 5 descriptors of at most 3 words each (the same shape as entity tags). Summary: a few

@@ -1,4 +1,4 @@
-"""Entity summary and tags (REFERENCE §2.2 step 7; tags as in Mnemis: ≤5 descriptors of ≤3 words).
+"""Entity summary and tags (the paper's base graph; tags as in Mnemis: ≤5 descriptors of ≤3 words).
 
 Two prompts share the stage ``entity_attributes`` (and its reply budget and schema):
 

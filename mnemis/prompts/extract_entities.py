@@ -1,4 +1,4 @@
-"""Entity-name extraction and its reflection round (REFERENCE §2.2 steps 3-4).
+"""Entity-name extraction and its reflection round (the paper).
 
 All base-graph extraction prompts (entities, reflection, facts) share one system message and one
 context block (earlier messages, then the current message with its time), so an engine with prefix

@@ -1,4 +1,4 @@
-"""Fact (edge) extraction between an episode's entities, and its reflection (REFERENCE §2.2 steps 8-9).
+"""Fact (edge) extraction between an episode's entities, and its reflection (the paper).
 
 Entities are referred to by their index in the episode's own (not yet resolved) entity list, so facts
 can be extracted for every episode in parallel, before resolution; the pipeline maps indices to

@@ -1,4 +1,4 @@
-"""LoCoMo judges: two grading criteria for the CORRECT/WRONG judge (REFERENCE §7), in our own words.
+"""LoCoMo judges: two grading criteria for the CORRECT/WRONG judge (the paper), in our own words.
 
 * ``generous`` (``JUDGE_LOCOMO_GENEROUS``): the criterion of the widely used Mem0 judge behind the
   paper's table: an answer is CORRECT when it touches on the same topic or fact as the gold answer, and

@@ -1,4 +1,4 @@
-"""LongMemEval judge: type-specific rules (our wording of the official ``evaluate_qa.py`` criteria, REFERENCE §7).
+"""LongMemEval judge: type-specific rules (our wording of the official ``evaluate_qa.py`` criteria, the paper).
 
 * single-session-user / single-session-assistant / multi-session: CORRECT if the response contains
   the gold answer (or an equivalent); a subset of a required list is WRONG.

@@ -1,4 +1,4 @@
-"""Entity resolution: does a newly extracted name denote an entity already in memory? (REFERENCE §2.2 step 5)
+"""Entity resolution: does a newly extracted name denote an entity already in memory? (the paper)
 
 One request per episode covers all its names that had no exact match; the candidates are existing
 entities of the same group found by name embedding and BM25. One decision per new name.

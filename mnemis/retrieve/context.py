@@ -1,6 +1,6 @@
 """Rendering a fused :class:`~mnemis.types.RetrievedContext` as the answer prompt's memory text.
 
-Layout (REFERENCE §6 "Suggested layout", our decision)::
+Layout (our layout of the paper's context)::
 
     ## Categories and entities
     - Health [health, body]: Caroline's health topics ...

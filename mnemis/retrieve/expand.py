@@ -1,4 +1,4 @@
-"""One-hop expansion of selected entities (REFERENCE §5.3 "Expansion") and the optional caps on it.
+"""One-hop expansion of selected entities (the paper) and the optional caps on it.
 
 For each selected entity: the facts touching it, the entities at the other end of those facts, and
 the episodes that mention it. The released code takes all of them and leaves every cut to the

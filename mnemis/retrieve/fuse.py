@@ -1,4 +1,4 @@
-"""Fusion of System-1 and System-2 results (REFERENCE §6), batched across queries.
+"""Fusion of System-1 and System-2 results (the paper), batched across queries.
 
 Per item type (episodes; entities and categories together; facts) the candidates of a query are the
 union of the routes its ``mode`` asks for, de-duplicated by id (System-1 first, score dicts merged).

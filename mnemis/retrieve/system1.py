@@ -1,4 +1,4 @@
-"""System-1 similarity search (REFERENCE §4): per item type, cosine + BM25 lists fused by RRF.
+"""System-1 similarity search (the paper): per item type, cosine + BM25 lists fused by RRF.
 
 For each query and each item type (episodes, entities, facts) two candidate lists are drawn from the
 query's own group only: the ``pool_factor × budget`` nearest items by cosine (optionally only those
@@ -34,7 +34,7 @@ _WH = re.compile(r"^\s*(what|when|where|who|whom|whose|which|why|how|did|does|do
 # BM25 counts three times in the fusion: chosen out of sample by 2-fold cross-validation over LoCoMo
 # conversations with MiniLM (experiments/bench/system1_cv.py; both folds picked 3).
 DEFAULT_WEIGHTS = {"cosine": 1.0, "bm25": 3.0}
-# RRF constant, measured on the same eval (see mnemis.index.rrf); Graphiti/REFERENCE use 0, the literature 60.
+# RRF constant, measured on the same eval (see mnemis.index.rrf); Graphiti and the paper use 0, the literature 60.
 DEFAULT_RRF_K = 10.0
 
 

@@ -1,4 +1,4 @@
-"""System-2 global selection (REFERENCE §5.3, with the decisions of §5.5), batched across queries.
+"""System-2 global selection (the paper's global selection, with the choices the fidelity ledger lists), batched across queries.
 
 Walk, per query: start with every top-layer category of the query's group; each round the LLM
 selects among the candidates; a selected node expands to its (deduplicated) children, which are the

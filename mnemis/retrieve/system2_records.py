@@ -21,7 +21,7 @@ class System2Config(BaseModel):
         "get_all_children, nodes in store order)")
     use_summary: bool = False
     use_tags: bool = True
-    include_shortcut_nodes: bool = Field(True, description="REFERENCE §5.5 decision 2")
+    include_shortcut_nodes: bool = Field(True, description="a take_all_children node enters the context itself")
     max_candidates_per_prompt: int | None = Field(
         60, ge=1, description="split wider candidate lists into several prompts; None = one prompt (the paper)")
     max_rounds: int = Field(12, ge=1, description="safety bound; a hierarchy of L layers needs L+1")

@@ -96,3 +96,15 @@ def test_user_docs_cite_no_internal_notes(doc: Path):
     text = doc.read_text(encoding="utf-8")
     found = re.findall(r"issue #\d+|REFERENCE §|REFERENCE\.md|STYLE\.md|DESIGN\.md|\.\./shared|reviews/", text)
     assert found == []
+
+
+def test_code_and_configs_cite_the_paper_not_internal_notes():
+    """Docstrings and config comments are read by users too: they cite the paper or the repo's docs."""
+    hits = []
+    for top in ("mnemis", "conf", "kernels", "experiments"):
+        for path in (REPO / top).rglob("*"):
+            if path.suffix in (".py", ".yaml", ".md") and path.is_file():
+                text = path.read_text(encoding="utf-8", errors="replace")
+                hits += [f"{path.relative_to(REPO)}: {m}" for m in re.findall(r"REFERENCE §|REFERENCE\.md|DESIGN\.md|"
+                                                                             r"STYLE\.md|issue #\d+", text)]
+    assert hits == []
