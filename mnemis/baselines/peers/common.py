@@ -183,8 +183,10 @@ def server_command(peers: Mapping[str, Any], model_path: str, port: int) -> tupl
     exceed the model's trained positions (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``): mem0ai 2.2.1's extraction system
     prompt alone is 8,530 SmolLM2 tokens, more than SmolLM2's 8,192 positions (plumbing runs only). On CPU the
     server's model threads get every allowed core (``peers.cpu_threads_bind``, default ``all``:
-    :mod:`mnemis.models.llm.cpu_threads`) and its API process one torch thread."""
-    from mnemis.models.llm.cpu_threads import DEFAULT_BIND, server_env
+    :mod:`mnemis.models.llm.cpu_threads`) and its API process one torch thread; ``peers.dtype`` (default ``auto``)
+    becomes float32 on a CPU without bf16 matrix instructions (:mod:`mnemis.models.llm.cpu_dtype`)."""
+    from mnemis.models.llm.cpu_dtype import engine_dtype
+    from mnemis.models.llm.cpu_threads import DEFAULT_BIND, running_on_cpu, server_env
 
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
            "--served-model-name", "peer", "--host", "127.0.0.1", "--port", str(port),
@@ -192,6 +194,9 @@ def server_command(peers: Mapping[str, Any], model_path: str, port: int) -> tupl
            "--gpu-memory-utilization", str(peers.get("gpu_memory_utilization", 0.3)), "--enforce-eager"]
     if peers.get("kv_cache_memory_bytes"):
         cmd += ["--kv-cache-memory-bytes", str(peers["kv_cache_memory_bytes"])]
+    dtype = engine_dtype(peers.get("dtype", "auto"), on_cpu=running_on_cpu())  # float32 on a CPU without bf16
+    if dtype not in (None, "auto"):
+        cmd += ["--dtype", str(dtype)]
     env = server_env(peers.get("cpu_threads_bind", DEFAULT_BIND))
     if peers.get("allow_long_context"):
         env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.models.llm.base import Completion, LLMRequest
-from mnemis.models.llm.cpu_threads import DEFAULT_BIND, bound_engine_env
+from mnemis.models.llm.cpu_dtype import engine_dtype
+from mnemis.models.llm.cpu_threads import DEFAULT_BIND, bound_engine_env, running_on_cpu
 from mnemis.models.packaged import packaged_model
 from mnemis.models.tiny import model_identity, require_path, resolve_local
 
@@ -99,6 +100,10 @@ class VLLMBackend:
             from vllm import LLM
 
             kwargs = {k: v for k, v in self._engine_kwargs.items() if v is not None}
+            dtype = engine_dtype(kwargs.get("dtype"), on_cpu=running_on_cpu())
+            if dtype != kwargs.get("dtype", "auto"):
+                log.info("vLLM CPU engine: dtype %s (no bf16 matrix instructions on this CPU)", dtype)
+            kwargs["dtype"] = dtype or "auto"
             in_process = self._ranks == 1 and (running_as_script() if self.in_process is None else self.in_process)
             with bound_engine_env(self.cpu_threads_bind, ranks=self._ranks) as bound, _in_process(in_process):
                 if bound:
@@ -167,7 +172,7 @@ class VLLMBackend:
             if callable(shutdown):
                 try:
                     shutdown()
-                except Exception:  # noqa: BLE001
+                except Exception:
                     log.debug("vLLM shutdown failed", exc_info=True)
             self._llm = None
 

@@ -97,3 +97,13 @@ def test_summary_per_size_names_the_fastest_over_the_common_stages_and_flags_a_c
 def test_wait_for_load_returns_at_once_when_asked_not_to_wait_or_the_machine_is_calm():
     assert bench.wait_for_load(None, 60) < 1
     assert bench.wait_for_load(1e9, 60) < 1
+
+
+def test_a_stopped_setting_keeps_the_stages_its_log_shows():
+    log = ("noise\n[engine_settings] all extract_entities: " + '{"requests": 2, "wall_s": 50.0, "prompt_tokens": 100, '
+           '"completion_tokens": 10, "ok": 2, "cut_at_max_tokens": 0, "errors": []}\n'
+           "[engine_settings] other extract_facts: {\"requests\": 1}\n")
+    row = bench.stopped_row("all", "small", log, "stopped for time")
+    assert row["stages_run"] == ["extract_entities"] and row["wall_s"] == 50.0 and row["ok"] == row["requests"] == 2
+    assert row["stopped"] == "stopped for time" and "error" not in row
+    assert "error" in bench.stopped_row("all", "small", "no stage finished", "exit -9")
