@@ -363,6 +363,36 @@ def summarize(rows: list[dict[str, Any]], commands: list[str], total_wall: float
     }
 
 
+def write_report(out: Path, report: dict[str, Any], before: dict[str, Any]) -> None:
+    """``report`` to ``out``, keeping the ``make_run`` section a ``--quickstart`` run put there."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({**report, **({"make_run": before["make_run"]} if "make_run" in before else {})},
+                              indent=2) + "\n")
+
+
+def quickstart_wall(binds: Sequence[str], work: Path) -> list[dict[str, Any]]:
+    """``make run`` (``mnemis run experiment=quickstart``: SmolLM2-135M building, answering and judging) once per
+    ``cpu_threads_bind`` value, each with an empty response and reranker cache (every model call is made)."""
+    import shutil
+
+    rows = []
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
+    for bind in binds:
+        run = work / f"quickstart-{bind}"
+        shutil.rmtree(run, ignore_errors=True)
+        cmd = [sys.executable, "-m", "mnemis.app.cli", "run", "experiment=quickstart", f"llm.backend.cpu_threads_bind={bind}",
+               f"paths.cache_dir={run / 'cache'}", f"paths.artifacts_dir={run / 'artifacts'}", f"hydra.run.dir={run / 'run'}"]
+        load = os.getloadavg()
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - t0
+        rows.append({"cpu_threads_bind": bind, "wall_s": round(wall, 1), "exit": proc.returncode,
+                     "loadavg_before": [round(x, 2) for x in load],
+                     **({"stderr_tail": proc.stderr[-1500:]} if proc.returncode else {})})
+        print(f"[engine_settings] quickstart {json.dumps(rows[-1])[:300]}", flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--settings", default=",".join(SETTINGS), help=f"comma-separated, of {list(SETTINGS)}")
@@ -374,12 +404,30 @@ def main() -> None:
     ap.add_argument("--show-requests", action="store_true", help="print the request set's sizes and exit")
     ap.add_argument("--from-log", nargs=2, metavar=("SETTING", "LOG"),
                     help="append the row of a setting whose run was stopped, from the stages its engine log shows")
+    ap.add_argument("--quickstart", metavar="BINDS",
+                    help="instead: time `make run`'s quickstart per cpu_threads_bind (e.g. auto,all); adds make_run")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one setting, print its JSON row
     ap.add_argument("--nice", type=int, default=5)
     ap.add_argument("--wait-load", type=float, default=None,
                     help="before each setting, wait until the 1-minute load average is below this (shared machine)")
     ap.add_argument("--wait-max", type=float, default=600.0, help="longest wait per setting, seconds")
     args = ap.parse_args()
+    if args.quickstart:  # what the binding does to `make run`: its wall time, cache empty, per setting
+        out = Path(args.out)
+        before = json.loads(out.read_text()) if out.is_file() else {}
+        binds = [b.strip() for b in args.quickstart.split(",") if b.strip()]
+        rows = quickstart_wall(binds, Path(args.log_dir))
+        walls = {r["cpu_threads_bind"]: r["wall_s"] for r in rows if r["exit"] == 0}
+        before["make_run"] = {
+            "what": "wall time of `mnemis run experiment=quickstart` (make run without set-up) with an empty cache, "
+                    "per cpu_threads_bind of its SmolLM2-135M engine (float32 checkpoint)",
+            "command": f"python experiments/bench/engine_settings.py --quickstart {args.quickstart}",
+            "runs": rows, "wall_s": walls,
+            "all_vs_auto": round(walls["auto"] / walls["all"], 2) if {"auto", "all"} <= set(walls) else None}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(before, indent=2) + "\n")
+        print(json.dumps(before["make_run"]["wall_s"]))
+        return
     if args.show_requests:
         print(json.dumps(show_requests(args.size), indent=2))
         return
@@ -393,7 +441,7 @@ def main() -> None:
         rows = [*before.get("settings", []), stopped_row(name, args.size, Path(log_file).read_text(), "stopped for time")]
         command = f"python experiments/bench/engine_settings.py --size {args.size} --from-log {name} <its engine log>"
         report = summarize(rows, [*before.get("commands", []), command], float(before.get("total_wall_s", 0.0)))
-        out.write_text(json.dumps(report, indent=2) + "\n")
+        write_report(out, report, before)
         print(json.dumps(report["groups"]))
         return
     if args.one:
@@ -437,7 +485,7 @@ def main() -> None:
         print(f"[engine_settings] {json.dumps(rows[-1])[:400]}", flush=True)
         report = summarize(rows, commands, wall0 + time.perf_counter() - t0)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2) + "\n")
+        write_report(out, report, before)
     print(json.dumps(report["groups"]))
 
 

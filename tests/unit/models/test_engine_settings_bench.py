@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import json
 import sys
 from pathlib import Path
 
@@ -107,3 +108,15 @@ def test_a_stopped_setting_keeps_the_stages_its_log_shows():
     assert row["stages_run"] == ["extract_entities"] and row["wall_s"] == 50.0 and row["ok"] == row["requests"] == 2
     assert row["stopped"] == "stopped for time" and "error" not in row
     assert "error" in bench.stopped_row("all", "small", "no stage finished", "exit -9")
+
+
+def test_a_settings_report_keeps_the_make_run_timing(tmp_path, monkeypatch):
+    out = tmp_path / "es.json"
+    monkeypatch.setattr(bench, "quickstart_wall", lambda binds, work: [
+        {"cpu_threads_bind": b, "wall_s": w, "exit": 0} for b, w in zip(binds, (300.0, 200.0))])
+    monkeypatch.setattr(sys, "argv", ["engine_settings.py", "--quickstart", "auto,all", "--out", str(out)])
+    bench.main()
+    made = json.loads(out.read_text())["make_run"]
+    assert made["wall_s"] == {"auto": 300.0, "all": 200.0} and made["all_vs_auto"] == 1.5
+    bench.write_report(out, {"settings": []}, json.loads(out.read_text()))
+    assert json.loads(out.read_text())["make_run"] == made
