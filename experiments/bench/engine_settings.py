@@ -249,7 +249,7 @@ def run_setting(name: str, changes: dict[str, Any], size: str = "full",
     llm.backend._engine()
     startup = time.perf_counter() - t0
     requests = request_set(plain, llm.backend._llm.get_tokenizer(), size)
-    stages, totals = {}, Counter()
+    done, totals = {}, Counter()
     cpu0 = engine_cpu_s()
     t_all = time.perf_counter()
     for stage in stages:
@@ -260,7 +260,7 @@ def run_setting(name: str, changes: dict[str, Any], size: str = "full",
                "completion_tokens": sum(r.completion_tokens for r in res), "ok": sum(r.ok for r in res),
                "cut_at_max_tokens": sum(bool(r.truncated) for r in res),
                "errors": sorted({str(r.error)[:200] for r in res if r.error})[:3]}
-        stages[stage] = row
+        done[stage] = row
         print(f"[engine_settings] {name} {stage}: {json.dumps(row)}", file=sys.stderr, flush=True)
         totals.update({k: row[k] for k in ("requests", "prompt_tokens", "completion_tokens", "ok")})
     wall = time.perf_counter() - t_all
@@ -268,12 +268,12 @@ def run_setting(name: str, changes: dict[str, Any], size: str = "full",
     llm.backend.close()
     return {"setting": name, "changes": changes, "backend": {k: v for k, v in node["backend"].items() if k != "lazy"},
             "model": llm.model_id, "size": size, "request_set": set_hash(requests), "engine_start_s": round(startup, 1),
-            "stages_run": list(stages),
+            "stages_run": list(done),
             "wall_s": round(wall, 1), **dict(totals),
             "prompt_tokens_per_s": round(totals["prompt_tokens"] / wall, 1),
             "completion_tokens_per_s": round(totals["completion_tokens"] / wall, 2),
             "engine_cpu_s": round(cpu, 1), "engine_cores_used": round(cpu / wall, 2),
-            "stages": stages, "loadavg_before": [round(x, 2) for x in load_before],
+            "stages": done, "loadavg_before": [round(x, 2) for x in load_before],
             "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
 
 
@@ -335,8 +335,8 @@ def summarize(rows: list[dict[str, Any]], commands: list[str], total_wall: float
     back is not valid."""
     order = list(SETTINGS)
     for r in rows:
-        r["valid"] = "error" not in r and r.get("ok") == r.get("requests")  # every request answered
         r.setdefault("stages", {})
+        r["valid"] = "error" not in r and bool(r["stages"]) and r.get("ok") == r.get("requests")  # all answered
     groups: dict[str, Any] = {}
     for size in [z for z in SIZES if any(r.get("size", "full") == z for r in rows)]:
         ok = [r for r in rows if r["valid"] and r.get("size", "full") == size]

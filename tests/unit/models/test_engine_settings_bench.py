@@ -120,3 +120,8 @@ def test_a_settings_report_keeps_the_make_run_timing(tmp_path, monkeypatch):
     assert made["wall_s"] == {"auto": 300.0, "all": 200.0} and made["all_vs_auto"] == 1.5
     bench.write_report(out, {"settings": []}, json.loads(out.read_text()))
     assert json.loads(out.read_text())["make_run"] == made
+
+
+def test_a_setting_that_ran_no_stage_is_not_valid():
+    rep = bench.summarize([_row("auto", {"extract_entities": 10.0}), _row("auto_fp32", {})], ["cmd"], 1.0)
+    assert [r["valid"] for r in rep["settings"]] == [True, False] and rep["groups"]["full"]["fastest"] == "auto"
