@@ -215,15 +215,15 @@ def _tokenizer(plain: dict[str, Any]):
 
 # ------------------------------------------------------------------------------------ one setting (subprocess)
 def engine_cpu_s() -> float:
-    """CPU seconds (user + system) used so far by this process's descendants that are alive (the engine's
-    scheduler and worker processes); 0.0 where /proc is not there."""
+    """CPU seconds (user + system) used so far by this process (an in-process engine's threads) and by its
+    descendants that are alive (a spawned engine's scheduler and worker processes; /proc only)."""
     children: dict[int, list[int]] = {}
     for d in Path("/proc").glob("[0-9]*"):
         try:
             children.setdefault(int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(int(d.name))
         except (OSError, IndexError, ValueError):
             continue
-    total, todo, tick = 0.0, [os.getpid()], os.sysconf("SC_CLK_TCK")
+    total, todo, tick = time.process_time(), [os.getpid()], os.sysconf("SC_CLK_TCK")
     while todo:
         for kid in children.get(todo.pop(), []):
             todo.append(kid)
