@@ -69,7 +69,9 @@ def paper_cap_overrides(caps: str) -> list[str]:
     """The overrides of ``--paper-reply-caps`` (``cpu``: :data:`PAPER_CPU_REPLY_CAPS`; ``none``: the schemas')."""
     if caps == "none":
         return []
-    return [f"ingest.max_tokens.{stage}={n}" for stage, n in PAPER_CPU_REPLY_CAPS.items()]
+    # reply_budget=off: the caps hold as given (the default policy, raise, would lift each to its schema's worst
+    # case); stages whose budget is auto keep their worst case under every policy
+    return ["reply_budget=off", *(f"ingest.max_tokens.{stage}={n}" for stage, n in PAPER_CPU_REPLY_CAPS.items())]
 
 
 # ------------------------------------------------------------------------------------ answer scores
@@ -280,6 +282,7 @@ def summarize(run_dir: Path) -> dict[str, Any]:
                   **{k: v for k, v in ((build or {}).get("dataset") or {}).items() if k != "warnings"}},
         "methods": config.get("methods"),
         "reply_budgets": (config.get("ingest") or {}).get("max_tokens"),
+        "reply_budget_policy": (config.get("llm") or {}).get("reply_budget"),
         "accuracy": accuracy(_load(run_dir / "metrics.json")),
         "overall_by_judge": overall_by_judge(_load(run_dir / "metrics.json")),
         "token_f1": f1_table(rows),
@@ -441,6 +444,7 @@ def replay(out: Path, runs_dir: Path) -> int:
         kept = [o for o in saved.get("overrides", []) if not o.startswith(_REPLAY_KEYS)]
         methods = [f"methods=[{','.join(was['methods'])}]"] if was.get("methods") else []
         budgets = [f"ingest.max_tokens.{k}={v}" for k, v in (was.get("reply_budgets") or {}).items()]
+        budgets += [f"reply_budget={was['reply_budget_policy']}"] if was.get("reply_budget_policy") else []
         overrides = [*kept, *budgets, *methods, "cache_mode=replay_only",
                      f"paths.cache_dir={work / 'cache'}",
                      f"paths.artifacts_dir={work / 'artifacts'}"]

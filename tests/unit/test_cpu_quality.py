@@ -118,7 +118,7 @@ def test_paper_mode_runs_its_own_method_list(cq, tmp_path, monkeypatch):
     caps = cq.paper_cap_overrides("cpu")
     assert calls == [("tuned", ["dataset.slice.sessions=[1,1]"]),
                      ("paper", ["dataset.slice.sessions=[1,1]", *caps, "methods=[mnemis,rag,full_context]"])]
-    assert "ingest.max_tokens.extract_entities=320" in caps  # the paper-mode reply caps of the CPU profile
+    assert "ingest.max_tokens.extract_entities=320" in caps and caps[0] == "reply_budget=off"  # held as given
     report = json.loads(out.read_text())
     assert "--paper-methods mnemis,rag,full_context" in report["command"] and set(report["modes"]) == {"tuned", "paper"}
     assert "--paper-reply-caps cpu" in report["command"] and report["modes"]["paper"]["mode_overrides"] == caps
