@@ -377,8 +377,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if caps:
                 results[mode]["mode_overrides"] = caps
     report = {
-        "what": "mnemis run per mode on a LoCoMo slice with a real CPU model; accuracy = LLM judge (the same "
-                "model), token F1 = normalised token overlap with the gold answer",
+        "what": f"mnemis run per mode on the slice of experiment={args.experiment} with a real CPU model; accuracy = "
+                "LLM judge (the same model; BEAM: the mean of its rubric items), token F1 = normalised token overlap "
+                "with the gold answer",
         "command": "python experiments/bench/cpu_quality.py " + " ".join(
             ([f"--modes {args.modes}", f"--experiment {args.experiment}"]
              + ([f"--paper-methods {args.paper_methods}", f"--paper-reply-caps {args.paper_reply_caps}"]
