@@ -57,3 +57,16 @@ def test_openai_compat_llm_config_instantiates_without_a_server(tmp_path):
                           {"llm": cfg})
     llm = instantiate(cfg.llm, _convert_="all")
     assert llm.model_id == "openai:Qwen/Qwen3-8B" and llm.cache is not None
+
+
+@pytest.mark.parametrize("path", sorted((CONF / "llm").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_llm_client_config_reads_the_run_level_llm_keys(path: Path):
+    """`reply_budget=...`, `retry_failed=...` and `llm_chunk_size=...` on the command line reach every LLM client
+    config (a config without the line would silently keep the client's default)."""
+    node = OmegaConf.load(path)
+    if node.get("_target_") != "mnemis.models.llm.client.LLM":
+        pytest.skip("not the LLM client")
+    raw = OmegaConf.to_container(node, resolve=False)
+    assert raw.get("reply_budget") == "${oc.select:reply_budget,raise}", path.name
+    assert raw.get("retry_failed") == "${oc.select:retry_failed,false}", path.name
+    assert raw.get("chunk_size") == "${oc.select:llm_chunk_size,1024}", path.name
