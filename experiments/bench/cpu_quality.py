@@ -57,10 +57,11 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO / "experiments" / "results" / "cpu_quality.json"
 PROMPT_TOKEN_TARGET = 2500
 # ``--paper-reply-caps cpu``: completion-token caps of the base-graph stages in paper mode (twice our defaults).
-# Paper mode's budgets follow the reply schemas (``auto``: thousands of tokens per extraction reply, since the
-# paper puts no cap on names or facts); the 1.5B model then often repeats names until the budget is spent, at
-# about 25 completion tokens per second on 2 cores. A reply cut at a cap keeps its complete items (salvaged)
-# and counts as truncated in the run's health, so what the caps cost is in the JSON.
+# Paper mode's budgets follow the reply schemas (``auto``: up to thousands of tokens per extraction reply, since
+# the paper puts no cap on names or facts). On 2 cores a few parallel sequences decode at about 3 tokens per
+# second (docs/engine_settings.md), so one reply that ran away (a name list repeating itself) would hold its
+# batch for many minutes. A reply cut at a cap keeps its complete items (salvaged) and counts as truncated in
+# the run's health, so how often a cap bit is in the JSON.
 PAPER_CPU_REPLY_CAPS = {"extract_entities": 320, "reflect_entities": 192, "extract_facts": 1024,
                         "reflect_facts": 768, "resolve_entities": 256, "dedup_facts": 384, "entity_attributes": 384}
 
