@@ -331,6 +331,9 @@ def compare(results: dict[str, Any]) -> dict[str, Any]:
         f_p = p["token_f1"].get(method, {}).get("overall", {}).get("f1")
         out[method] = {"accuracy_delta": None if None in (a_t, a_p) else round(a_p - a_t, 4),
                        "token_f1_delta": None if None in (f_t, f_p) else round(f_p - f_t, 4)}
+    kept = [m for m, r in (("tuned", t), ("paper", p)) if r.get("kept_from")]
+    if out and kept:
+        out["note"] = f"{' and '.join(kept)} kept from an earlier run: the modes ran different code"
     return out
 
 
@@ -350,6 +353,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--note", default="", help="free text stored in the JSON (e.g. what the slice is)")
     ap.add_argument("--summarize", nargs="*", type=Path, default=None,
                     help="only summarise existing run dirs (their mode is read from config.json)")
+    ap.add_argument("--keep-modes", action="store_true",
+                    help="with --summarize: keep the modes of --out that are not re-read (marked kept_from: the "
+                         "command that measured them)")
     ap.add_argument("--archive", action="store_true",
                     help="after the run, keep its response and reranker caches as <out stem>.cache.jsonl.gz")
     ap.add_argument("--replay", action="store_true",
@@ -368,6 +374,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for d in args.summarize:
             s = summarize(d)
             results[s["mode"] or d.name] = s
+        if args.keep_modes and args.out.is_file():  # modes of the existing file that were not re-read stay
+            old = json.loads(args.out.read_text())
+            for mode, was in (old.get("modes") or {}).items():
+                if mode not in results:
+                    results[mode] = {**was, "kept_from": was.get("kept_from") or old.get("command")}
     else:
         for mode in modes:
             run_dir = (args.runs_dir / mode).resolve()
@@ -415,7 +426,7 @@ def archive_path(out: Path) -> Path:
 # run sent to a model ("stages": a replay sends nothing; the build's token counters, which count cached
 # replies too, are compared)
 _VOLATILE = ("wall_s", "total_wall_s", "method_wall_s", "run_dir", "store", "host", "seconds", "load", "stages",
-             "cache_dir", "cache_archive", "command", "status")
+             "cache_dir", "cache_archive", "command", "status", "kept_from")
 _REPLAY_KEYS = ("paths.cache_dir=", "paths.artifacts_dir=", "cache_mode=", "hydra.run.dir=")
 
 
@@ -443,6 +454,9 @@ def replay(out: Path, runs_dir: Path) -> int:
     print(f"replaying {counts['llm']} LLM replies and {counts['rerank']} reranker scores from {archive}")
     diffs = []
     for mode, was in saved["modes"].items():
+        if was.get("kept_from"):  # measured by an earlier run whose replies the archive need not hold
+            print(f"{mode}: kept from an earlier run ({was['kept_from']}); not replayed")
+            continue
         kept = [o for o in saved.get("overrides", []) if not o.startswith(_REPLAY_KEYS)]
         methods = [f"methods=[{','.join(was['methods'])}]"] if was.get("methods") else []
         budgets = [f"ingest.max_tokens.{k}={v}" for k, v in (was.get("reply_budgets") or {}).items()]

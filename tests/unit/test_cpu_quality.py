@@ -158,3 +158,20 @@ def test_a_small_cached_run_replays_every_figure(cq, tmp_path, locomo_path):
     changed = json.loads(json.dumps(tuned))
     changed["method_wall_s"], changed["run_dir"] = {"mnemis": 1.0}, "elsewhere"
     assert cq.figures(changed) == cq.figures(tuned)
+
+
+def test_summarize_keeps_the_modes_it_does_not_reread(cq, tmp_path, monkeypatch):
+    out = tmp_path / "q.json"
+    out.write_text(json.dumps({"command": "python experiments/bench/cpu_quality.py --modes tuned", "modes": {
+        "tuned": {"accuracy": {"mnemis": {"overall": {"accuracy": 0.25}}}, "token_f1": {}}}}))
+    monkeypatch.setattr(cq, "summarize", lambda d: {"mode": "paper", "token_f1": {},
+                                                    "accuracy": {"mnemis": {"overall": {"accuracy": 0.5}}}})
+    assert cq.main(["--summarize", str(tmp_path / "paper"), "--keep-modes", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert set(report["modes"]) == {"tuned", "paper"}
+    assert report["modes"]["tuned"]["kept_from"] == "python experiments/bench/cpu_quality.py --modes tuned"
+    assert report["paper_minus_tuned"]["mnemis"]["accuracy_delta"] == 0.25
+    assert "tuned kept from an earlier run" in report["paper_minus_tuned"]["note"]
+    assert cq.figures({"kept_from": "x", "a": 1}) == {"a": 1}
+    cq.main(["--summarize", str(tmp_path / "paper"), "--out", str(out)])  # without --keep-modes: only what was read
+    assert set(json.loads(out.read_text())["modes"]) == {"paper"}
