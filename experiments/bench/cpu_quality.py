@@ -38,6 +38,9 @@ machine) and checks that every figure of the JSON comes out the same::
     nice -n 10 python experiments/bench/cpu_quality.py --experiment cpu_conv26 --modes paper \\
         --out experiments/results/cpu_quality_conv26.json --archive
     python experiments/bench/cpu_quality.py --replay --out experiments/results/cpu_quality_conv26.json
+
+A run stopped on one machine continues on another from the archive committed beside its JSON: the same command
+with ``--seed-cache`` loads the archive into the run's cache dir first, so every reply already made is replayed.
 """
 
 from __future__ import annotations
@@ -358,6 +361,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "command that measured them)")
     ap.add_argument("--archive", action="store_true",
                     help="after the run, keep its response and reranker caches as <out stem>.cache.jsonl.gz")
+    ap.add_argument("--seed-cache", action="store_true",
+                    help="before running, load the archive beside --out (<out stem>.cache.jsonl.gz, when present) into "
+                         "the run's cache dir: a run stopped on another machine continues where it was")
     ap.add_argument("--replay", action="store_true",
                     help="rerun the modes of --out from its cache archive (replay_only: no model call) and check "
                          "every figure; exit 1 on a difference")
@@ -380,6 +386,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if mode not in results:
                     results[mode] = {**was, "kept_from": was.get("kept_from") or old.get("command")}
     else:
+        if args.seed_cache and archive_path(args.out).is_file():
+            from mnemis.models.cache_archive import import_archive
+
+            counts = import_archive(archive_path(args.out), run_cache_dir(args.overrides))
+            print(f"seeded {run_cache_dir(args.overrides)} with {counts['llm']} LLM replies and {counts['rerank']} "
+                  f"reranker scores from {archive_path(args.out)}")
         for mode in modes:
             run_dir = (args.runs_dir / mode).resolve()
             extra = ([f"methods=[{args.paper_methods}]"] if mode == "paper" and args.paper_methods != "all" else [])
@@ -416,6 +428,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(f"wrote {args.out}")
     return 0
+
+
+def run_cache_dir(overrides: Sequence[str]) -> Path:
+    """The response cache dir a run with ``overrides`` uses (``paths.cache_dir``, default ``.cache/mnemis``)."""
+    given = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith("paths.cache_dir=")]
+    path = Path(given[-1] if given else ".cache/mnemis")
+    return path if path.is_absolute() else REPO / path
 
 
 def archive_path(out: Path) -> Path:

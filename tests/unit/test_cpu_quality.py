@@ -175,3 +175,23 @@ def test_summarize_keeps_the_modes_it_does_not_reread(cq, tmp_path, monkeypatch)
     assert cq.figures({"kept_from": "x", "a": 1}) == {"a": 1}
     cq.main(["--summarize", str(tmp_path / "paper"), "--out", str(out)])  # without --keep-modes: only what was read
     assert set(json.loads(out.read_text())["modes"]) == {"paper"}
+
+
+def test_seed_cache_continues_a_run_from_its_archive(cq, tmp_path, monkeypatch):
+    import gzip
+    import sqlite3
+
+    out = tmp_path / "q.json"
+    row = {"kind": "llm", "key": "k1", "model": "m", "stage": "extract_entities", "text": '{"names":[]}',
+           "prompt_tokens": 10, "completion_tokens": 3, "error": None, "finish_reason": "stop", "retries": 0}
+    with gzip.open(cq.archive_path(out), "wt") as fh:
+        fh.write(json.dumps(row) + "\n")
+    seen = []
+    monkeypatch.setattr(cq, "run_mode", lambda mode, exp, run_dir, overrides: seen.append(overrides) or 1.0)
+    monkeypatch.setattr(cq, "summarize", lambda run_dir: {"accuracy": {}, "token_f1": {}})
+    cache = tmp_path / "cache"
+    assert cq.run_cache_dir([f"paths.cache_dir={cache}"]) == cache and cq.run_cache_dir([]) == cq.REPO / ".cache/mnemis"
+    assert cq.main(["--modes", "tuned", "--seed-cache", "--out", str(out), "--", f"paths.cache_dir={cache}"]) == 0
+    with sqlite3.connect(cache / "llm" / "responses.sqlite") as conn:
+        assert conn.execute("SELECT key, stage FROM responses").fetchall() == [("k1", "extract_entities")]
+    assert seen == [[f"paths.cache_dir={cache}"]]
