@@ -262,6 +262,14 @@ def leniency(data: dict[str, Any] | None) -> dict[str, Any] | None:
                            for k, v in kinds.items()} for j, kinds in data.get("judges", {}).items()}}
 
 
+def cached_replies(config: dict[str, Any]) -> dict[str, Any]:
+    """Per stage, the replies already in the run's LLM cache (a stopped run: what the next run replays)."""
+    from mnemis.models.cache_archive import stage_counts
+
+    cache = Path((config.get("paths") or {}).get("cache_dir") or ".cache/mnemis")
+    return stage_counts(cache if cache.is_absolute() else REPO / cache)
+
+
 def summarize(run_dir: Path) -> dict[str, Any]:
     """Everything this benchmark reports, read from one ``mnemis run`` directory."""
     run_dir = Path(run_dir)
@@ -277,7 +285,8 @@ def summarize(run_dir: Path) -> dict[str, Any]:
     status = "complete" if metrics is not None else "partial"
     return {
         "status": status,
-        **({"build_progress": build_progress(config)} if status == "partial" and config else {}),
+        **({"build_progress": build_progress(config), "cached_replies": cached_replies(config)}
+           if status == "partial" and config else {}),
         "cache_dir": (config.get("paths") or {}).get("cache_dir"),
         "run_dir": os.path.relpath(run_dir, REPO) if run_dir.is_absolute() else str(run_dir),
         "mode": config.get("fidelity"),

@@ -51,6 +51,15 @@ def export_archive(cache_dir: str | Path, path: str | Path) -> dict[str, int]:
     return {"llm": len(llm), "rerank": len(rerank)}
 
 
+def stage_counts(cache_dir: str | Path) -> dict[str, dict[str, int]]:
+    """Per stage, the replies the LLM cache of ``cache_dir`` holds: how many, their prompt and completion tokens,
+    and how many were cut at ``max_tokens`` (what a stopped run had done, read without any model)."""
+    rows = _rows(Path(cache_dir) / LLM_DB, "SELECT stage, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), "
+                 "SUM(finish_reason = 'length') FROM responses GROUP BY stage ORDER BY stage")
+    return {stage: {"replies": n, "prompt_tokens": int(pt or 0), "completion_tokens": int(ct or 0), "cut": int(cut or 0)}
+            for stage, n, pt, ct, cut in rows}
+
+
 def import_archive(path: str | Path, cache_dir: str | Path) -> dict[str, int]:
     """Load an archive into ``cache_dir`` (its LLM and reranker caches; existing entries are replaced)."""
     from mnemis.models.rerank_cache import SCHEMA

@@ -195,3 +195,21 @@ def test_seed_cache_continues_a_run_from_its_archive(cq, tmp_path, monkeypatch):
     with sqlite3.connect(cache / "llm" / "responses.sqlite") as conn:
         assert conn.execute("SELECT key, stage FROM responses").fetchall() == [("k1", "extract_entities")]
     assert seen == [[f"paths.cache_dir={cache}"]]
+
+
+def test_a_stopped_run_is_summarised_as_partial_with_what_its_cache_holds(cq, tmp_path):
+    from mnemis.models.llm.base import LLMRequest, Sampling
+    from mnemis.models.llm.client import LLM
+    from mnemis.models.llm.scripted import ScriptedBackend
+
+    cache = tmp_path / "cache"
+    LLM(ScriptedBackend(lambda r: "ok"), cache_dir=cache / "llm").generate(
+        [LLMRequest(messages=[{"role": "user", "content": f"m{i}"}], sampling=Sampling(max_tokens=8),
+                    stage="extract_entities") for i in range(2)])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"fidelity": "paper", "paths": {"cache_dir": str(cache)},
+                                                 "dataset": {"slice": {}}}))
+    s = cq.summarize(run)  # no metrics.json: the run stopped before its end
+    assert s["status"] == "partial" and s["health"] is None
+    assert s["cached_replies"]["extract_entities"]["replies"] == 2

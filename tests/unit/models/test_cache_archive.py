@@ -7,7 +7,7 @@ import gzip
 import numpy as np
 import pytest
 
-from mnemis.models.cache_archive import export_archive, import_archive
+from mnemis.models.cache_archive import export_archive, import_archive, stage_counts
 from mnemis.models.llm.base import LLMRequest, Sampling
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
@@ -49,6 +49,9 @@ def test_export_import_replays_without_a_model(tmp_path):
     scorer = _Scorer()
     assert CachedReranker(scorer, dst / "rerank").score("a b", ["a", "b c", "d"]).tolist() == [1.0, 1.0, 0.0]
     assert scorer.calls == 0
+    counts = stage_counts(dst)  # what a stopped run holds, per stage, without a model
+    assert set(counts) == {"answer"} and counts["answer"]["replies"] == 3 and counts["answer"]["cut"] == 0
+    assert counts["answer"]["completion_tokens"] >= 0 and stage_counts(tmp_path / "nowhere") == {}
 
 
 def test_a_broken_archive_names_the_line(tmp_path):
