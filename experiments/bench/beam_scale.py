@@ -333,7 +333,7 @@ ASSUMPTIONS = {
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, default=10_000_000)
-    ap.add_argument("--work", type=Path, default=Path("/tmp/beam_scale"))
+    ap.add_argument("--work", type=Path, default=REPO / "runs" / "beam_scale")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--stage", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--real-chat", type=Path, default=REAL_100K / "1")
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
                 "size. The conversation is SYNTHETIC (the upstream 10M chats are not reachable here); see the docstring.",
         "command": "python experiments/bench/beam_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_avg_at_start": list(os.getloadavg())},
-        "tokenizer": str(QWEN_TOKENIZER) if tok is not None else "words x 1.3 (no tokenizer)",
+        "tokenizer": QWEN_TOKENIZER.name if tok is not None else "words x 1.3 (no tokenizer)",
         "note": args.note,
     }
     real_100k = chat_tokens(tok, args.real_chat.parent)
