@@ -22,6 +22,13 @@ def test_every_shipped_experiment_validates(experiment):
     assert s.retrieval.k >= 1 and s.answer.max_tokens >= 1
 
 
+def test_the_many_hour_cpu_run_commits_its_replies_in_small_chunks():
+    # conv-26 on 2 cores: a stage of 419 paper-mode extraction prompts sent as one chunk would keep nothing
+    # from hours of prefill if the run stopped before the chunk ended
+    assert _settings("experiment=cpu_conv26").llm_chunk_size <= 32
+    assert _settings("experiment=cpu_small").llm_chunk_size > 32   # a short slice keeps one chunk per stage
+
+
 def test_every_problem_is_reported_at_once_with_its_path():
     with pytest.raises(SettingsError) as err:
         _settings("+retrievel.k=3", "retrieval.system2.max_rounds=many", "answer.max_tokens=0",
