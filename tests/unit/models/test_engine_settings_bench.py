@@ -91,6 +91,8 @@ def test_summary_per_size_names_the_fastest_over_the_common_stages_and_flags_a_c
     assert small["reference"] == "all" and small["fastest"] == "all_fp32_seqs_16"  # the reference: first in SETTINGS
     assert small["fastest_speedup_vs_reference"] == 1.33
     assert full["same_request_set_everywhere"] and rep["machine"]["shared"]
+    assert full["per_stage"] == {ent: {"wall_s": {"auto": 150.0, "all": 100.0}, "fastest": "all",
+                                       "speedup_vs_reference": {"auto": 1.0, "all": 1.5}}}
     rows[1]["request_set"] = "b"
     assert not bench.summarize(rows, ["cmd"], 1.0)["groups"]["full"]["same_request_set_everywhere"]
 
