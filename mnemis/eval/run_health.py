@@ -33,6 +33,7 @@ FALLBACK = 0.2            # System-2 fell back to System-1 for more than a fifth
 S2_RECALL_RATIO = 0.5     # System-2's direct evidence recall below half of System-1's
 MIN_FACTS_PER_EPISODE = 0.5
 TRUNCATED = 0.01          # more than 1% of a stage's replies cut at max_tokens
+PROMOTED = 0.5            # more than half the category nodes are lower nodes promoted unchanged
 TOP_LAYER_NODES = 100     # a top layer this large makes one very long selection prompt
 LENIENCY_GAP = 0.25       # acceptance rate this far from the reference generous judge's
 MOSTLY_ACCEPTS = 0.8      # a judge that accepts most known-wrong answers: its accuracy is not meaningful
@@ -138,7 +139,8 @@ def hierarchy_health(hierarchy: Any) -> dict[str, Any]:
         if isinstance(r, Mapping) and "nodes_per_layer" in r:
             out[str(r.get("group_id", len(out)))] = {
                 "nodes_per_layer": list(r.get("nodes_per_layer") or []), "stop_reason": r.get("stop_reason", ""),
-                "promoted": r.get("promoted", 0), "layers": r.get("layers", 0)}
+                "promoted": r.get("promoted", 0), "layers": r.get("layers", 0),
+                "empty_replies": (r.get("repairs") or {}).get("empty_replies", 0), "llm_calls": r.get("llm_calls")}
     return out
 
 
@@ -219,6 +221,11 @@ def warnings(h: Mapping[str, Any]) -> list[str]:
                        f"(stop: {g.get('stop_reason') or 'n/a'}); the walk has little to choose from")
         elif sizes[-1] > TOP_LAYER_NODES:
             out.append(f"group {gid}: {sizes[-1]} nodes in the top layer make one very long selection prompt")
+        made = sum(sizes[1:])
+        if made and (g.get("promoted") or 0) > PROMOTED * made:
+            out.append(f"group {gid}: {g['promoted']} of the {made} category nodes are lower nodes promoted unchanged "
+                       f"({g.get('empty_replies') or 0} categorisation replies assigned nothing): the categoriser "
+                       "grouped almost nothing")
     for name, j in (h.get("judges") or {}).items():
         rates = j.get("rates") or {}
         if _mostly_accepts(rates):
@@ -294,5 +301,6 @@ def health_lines(health: Mapping[str, Any]) -> list[str]:
                      f"about {bg['paper_table3_prompt_tokens_per_episode']:,} prompt tokens per LoCoMo episode).")
     for gid, g in (health.get("hierarchy") or {}).items():
         lines.append(f"Hierarchy of {gid}: nodes per layer {g['nodes_per_layer']} (entities first), stop "
-                     f"{g['stop_reason'] or 'n/a'}, {g['promoted']} promoted.")
+                     f"{g['stop_reason'] or 'n/a'}, {g['promoted']} promoted, "
+                     f"{g.get('empty_replies', 0)} categorisation replies with no assignment.")
     return lines + [""]

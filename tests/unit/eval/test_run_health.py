@@ -32,7 +32,9 @@ def _write_run(run, *, healthy: bool):
                                                         "ingest_totals": totals, "stages": {}}))
     layers = [30, 12, 4] if healthy else [30, 150]
     (run / "hierarchy_metrics.json").write_text(json.dumps({"g": {"group_id": "g", "nodes_per_layer": layers,
-                                                                  "layers": len(layers) - 1, "promoted": 2,
+                                                                  "layers": len(layers) - 1,
+                                                                  "promoted": 2 if healthy else 120,
+                                                                  "repairs": {"empty_replies": 0 if healthy else 3},
                                                                   "stop_reason": "max_layers"}}))
     rates = {"wrong_specific": {"rate": 0.1}, "wrong_vague": {"rate": 0.6}} if healthy else \
         {"wrong_specific": {"rate": 0.95}, "wrong_vague": {"rate": 1.0}}
@@ -52,7 +54,8 @@ def test_a_run_that_did_not_run_the_paper_method_says_so(tmp_path):
     text = "\n".join(h["warnings"])
     for sign in ("took no shortcut", "fell back to System-1 for 50%", "System-2's direct evidence recall is 0.100",
                  "0.20 facts per episode", "extract_facts replies were cut", "1 category layer",
-                 "accuracy is not meaningful"):
+                 "accuracy is not meaningful",
+                 "120 of the 150 category nodes are lower nodes promoted unchanged (3 categorisation replies"):
         assert sign in text, sign
     assert "picked nothing" not in text  # 50% is not more than half
     report = write_report(tmp_path / "bad").read_text()
@@ -65,7 +68,7 @@ def test_a_healthy_run_has_no_warning(tmp_path):
     _write_run(tmp_path / "ok", healthy=True)
     h = run_health(tmp_path / "ok")
     assert h["warnings"] == [] and h["system2"]["no_shortcut"] == 0.0
-    assert h["hierarchy"]["g"]["nodes_per_layer"] == [30, 12, 4]
+    assert h["hierarchy"]["g"]["nodes_per_layer"] == [30, 12, 4] and h["hierarchy"]["g"]["empty_replies"] == 0
     assert "no warning" in write_report(tmp_path / "ok").read_text()
 
 
