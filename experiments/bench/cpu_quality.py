@@ -222,13 +222,14 @@ def completion_per_episode(build: dict[str, Any] | None, n_episodes: int) -> dic
 
 
 def paired(rows: Sequence[dict[str, Any]], metrics: dict[str, Any] | None) -> dict[str, Any]:
-    """Mnemis against each baseline of the run, question by question (every judge, per category, token F1)."""
+    """Mnemis against each baseline of the run, and RAG against full context, question by question (every
+    judge, per category, token F1)."""
     from mnemis.eval.paired import compare_rows
 
     methods = {r["method"] for r in rows}
     judges = sorted({j for m in (metrics or {}).values() for j in (m.get("judges") or {})})
-    return {f"mnemis_vs_{b}": compare_rows(rows, "mnemis", b, judges=judges)
-            for b in ("rag", "full_context", "mem0") if {"mnemis", b} <= methods}
+    pairs = [*(("mnemis", b) for b in ("rag", "full_context", "mem0")), ("rag", "full_context")]
+    return {f"{a}_vs_{b}": compare_rows(rows, a, b, judges=judges) for a, b in pairs if {a, b} <= methods}
 
 
 def build_progress(config: dict[str, Any]) -> dict[str, Any] | None:

@@ -127,6 +127,21 @@ def test_paper_mode_runs_its_own_method_list(cq, tmp_path, monkeypatch):
     assert calls == [("paper", [])]
 
 
+def test_paired_compares_mnemis_with_each_baseline_and_rag_with_full_context(cq):
+    def row(method, q, ok):
+        return {"method": method, "question_id": q, "category": "single-hop", "labels": {"strict": ok},
+                "answer_scores": {"f1": float(ok)}}
+    metrics = {"rag": {"judges": {"strict": {}}}}
+    baselines = [row(m, q, ok) for m, q, ok in (("rag", "a", True), ("rag", "b", True),
+                                                ("full_context", "a", False), ("full_context", "b", True))]
+    only = cq.paired(baselines, metrics)
+    assert list(only) == ["rag_vs_full_context"]  # a run of the baselines alone still compares them
+    assert only["rag_vs_full_context"]["strict"]["overall"]["difference"] == 0.5
+    assert only["rag_vs_full_context"]["strict"]["overall"]["a_only_correct"] == 1
+    both = cq.paired([*baselines, row("mnemis", "a", True), row("mnemis", "b", False)], metrics)
+    assert list(both) == ["mnemis_vs_rag", "mnemis_vs_full_context", "rag_vs_full_context"]
+
+
 def test_overall_by_judge_keeps_every_criterion(cq):
     metrics = {"mnemis": {"judges": {"generous": {"raw": {"overall": {"accuracy": 0.7, "correct": 7, "total": 10, "ci": [0.4, 0.9]}}},
                                      "strict": {"raw": {"overall": {"accuracy": 0.5, "correct": 5, "total": 10}}}}}}
