@@ -303,6 +303,8 @@ def summarize(run_dir: Path) -> dict[str, Any]:
         "evidence_recall": evidence_recall(_load(run_dir / "recall.json")),
         "judge_leniency": leniency(_load(run_dir / "leniency.json")),
         "memory": shape,
+        # full context's truncation to the answer model's window: budget, questions truncated, tokens kept
+        "full_context_window": _load(run_dir / "full_context.json"),
         "prompt_tokens": prompt_cost(ledger, shape["episodes"], build),
         "completion_tokens": completion_per_episode(build, shape["episodes"]),
         "health": run_health(run_dir) if status == "complete" else None,

@@ -72,6 +72,9 @@ def test_summarize_a_run_dir(cq, tmp_path):
     assert s["memory"]["entities_per_episode"] == 1.5 and s["memory"]["facts_per_episode"] == 2.0
     assert s["accuracy"]["rag"]["temporal"]["accuracy"] == 1.0 and s["token_f1"]["rag"]["overall"]["f1"] == 1.0
     assert s["evidence_recall"]["rag"]["direct"] == 0.5 and s["judge_leniency"] is None
+    assert s["full_context_window"] is None  # no full-context method in this run
+    (tmp_path / "full_context.json").write_text(json.dumps({"budget_tokens": 7168, "truncated_questions": 1}))
+    assert cq.summarize(tmp_path)["full_context_window"]["truncated_questions"] == 1
     both = {"tuned": s, "paper": {**s, "accuracy": {"rag": {"overall": {"accuracy": 0.0}}}}}
     assert cq.compare(both)["rag"]["accuracy_delta"] == -1.0
 
