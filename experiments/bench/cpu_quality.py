@@ -232,6 +232,15 @@ def paired(rows: Sequence[dict[str, Any]], metrics: dict[str, Any] | None) -> di
     return {f"{a}_vs_{b}": compare_rows(rows, a, b, judges=judges) for a, b in pairs if {a, b} <= methods}
 
 
+def why_disagree(rows: Sequence[dict[str, Any]], metrics: dict[str, Any] | None) -> dict[str, Any]:
+    """For Mnemis against each baseline: on the questions only the baseline got right, was the evidence in
+    Mnemis' answer context, and which System-2 flags did those questions carry (:mod:`mnemis.eval.disagreement`)."""
+    from mnemis.eval.disagreement import disagreements
+
+    judges = sorted({j for m in (metrics or {}).values() for j in (m.get("judges") or {})})
+    return disagreements(rows, [("mnemis", b) for b in ("rag", "full_context", "mem0")], judges=judges)
+
+
 def build_progress(config: dict[str, Any]) -> dict[str, Any] | None:
     """How far the build of an unfinished run got: episodes per stage done, from its store (read-only)."""
     from mnemis.app.jobs import artifact_dir
@@ -309,6 +318,7 @@ def summarize(run_dir: Path) -> dict[str, Any]:
         "completion_tokens": completion_per_episode(build, shape["episodes"]),
         "health": run_health(run_dir) if status == "complete" else None,
         "paired": paired(rows, metrics) if rows else {},
+        "disagreements": why_disagree(rows, metrics) if rows else {},
         "stages": stage_rates(ledger),
         "method_wall_s": _load(run_dir / "timings.json"),
     }

@@ -143,6 +143,10 @@ def test_paired_compares_mnemis_with_each_baseline_and_rag_with_full_context(cq)
     assert only["rag_vs_full_context"]["strict"]["overall"]["a_only_correct"] == 1
     both = cq.paired([*baselines, row("mnemis", "a", True), row("mnemis", "b", False)], metrics)
     assert list(both) == ["mnemis_vs_rag", "mnemis_vs_full_context", "rag_vs_full_context"]
+    why = cq.why_disagree([*baselines, row("mnemis", "a", True), row("mnemis", "b", False)], metrics)
+    assert list(why) == ["mnemis_vs_rag", "mnemis_vs_full_context"]  # why Mnemis lost what a baseline won
+    assert why["mnemis_vs_rag"]["strict"]["b_only"] == 1
+    assert why["mnemis_vs_rag"]["strict"]["why_a_lost"] == {"no_evidence_recall": {"n": 1, "question_ids": ["b"]}}
 
 
 def test_overall_by_judge_keeps_every_criterion(cq):
