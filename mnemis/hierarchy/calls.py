@@ -50,7 +50,7 @@ def categorize_request(
     )
     return LLMRequest(
         messages=messages,
-        schema=bounded_categorization(len(nodes)),
+        schema=bounded_categorization(len(nodes), cfg.min_assignments, cfg.min_children),
         sampling=cfg.categorize_sampling,
         stage=STAGE_REASK if reask else STAGE_CATEGORIZE,
     )

@@ -55,6 +55,10 @@ class HierarchyConfig(BaseModel):
     layer_rule: Literal["shrink", "no_growth"] = Field(
         "shrink", description="shrink: a layer must be smaller than the one below; no_growth: not larger (the "
         "paper); a layer of the same size that merged nothing ends the build either way")
+    min_assignments: int = Field(
+        1, ge=0, description="decoding minimum: a categorisation reply holds at least this many categories, each "
+        "of at least min_children nodes (0: none, as the paper's unconstrained model; a small model may then reply "
+        "with no category at all)")
     categorize_sampling: Sampling = Field(default_factory=lambda: Sampling(max_tokens=1024))
     describe_sampling: Sampling = Field(default_factory=lambda: Sampling(max_tokens=256))
 

@@ -45,26 +45,35 @@ class Categorization(BaseModel):
 
 
 @lru_cache(maxsize=256)
-def bounded_categorization(n_nodes: int) -> type[Categorization]:
+def bounded_categorization(n_nodes: int, min_assignments: int = 0, min_members: int = 1) -> type[Categorization]:
     """``Categorization`` whose JSON Schema (used for constrained decoding) bounds every index to
     ``1..n_nodes`` and every list to ``n_nodes`` items, so a small model cannot count on forever.
 
-    Validation stays as lax as ``Categorization``: a backend without constrained decoding can still
-    return out-of-range indexes, which the caller repairs and counts instead of losing the reply.
+    ``min_assignments > 0`` also makes decoding produce at least that many categories (at most ``n_nodes``),
+    each of at least ``min_members`` nodes (at most ``n_nodes``): a model that would reply with no category
+    at all (which nothing stops in the paper's unconstrained decoding) must group something. Validation stays as lax as
+    ``Categorization``: a backend without constrained decoding can still return out-of-range indexes or too
+    few categories, which the caller repairs and counts instead of losing the reply.
     """
+    least = min(min_assignments, n_nodes)
+    members = min(max(min_members, 1), n_nodes)
 
     class BoundedCategorization(Categorization):
         @classmethod
         def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
             schema = Categorization.model_json_schema(*args, **kwargs)
-            schema["title"] = f"Categorization{n_nodes}"
+            schema["title"] = f"Categorization{n_nodes}" + (f"_min{least}x{members}" if least else "")
             schema["properties"]["assignments"]["maxItems"] = n_nodes
             indexes = schema["$defs"]["Assignment"]["properties"]["indexes"]
             indexes["maxItems"] = n_nodes
             indexes["items"] = {**indexes["items"], "minimum": 1, "maximum": n_nodes}
+            if least:
+                schema["properties"]["assignments"]["minItems"] = least
+                indexes["minItems"] = members
             return schema
 
-    BoundedCategorization.__name__ = BoundedCategorization.__qualname__ = f"Categorization{n_nodes}"
+    name = f"Categorization{n_nodes}" + (f"Min{least}x{members}" if least else "")
+    BoundedCategorization.__name__ = BoundedCategorization.__qualname__ = name
     return BoundedCategorization
 
 

