@@ -3,25 +3,20 @@ the cpu_small profile composes (real model, sliced so every question's evidence 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from mnemis.config import compose, to_plain
+from tests.helpers.bench import load_bench
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def cq():
-    spec = importlib.util.spec_from_file_location("cpu_quality", REPO / "experiments" / "bench" / "cpu_quality.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["cpu_quality"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("cpu_quality")
 
 
 def test_f1_table_uses_audited_gold(cq):

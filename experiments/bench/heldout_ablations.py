@@ -1,0 +1,193 @@
+"""Does System-2 contribute once paper mode's two empty-reply exits are closed? Measured on a held-out slice.
+
+With Qwen2.5-Coder-1.5B, paper mode's System-2 adds nothing: the categoriser may reply with no category (the
+hierarchy stays flat) and the selector may pick no top category (the walk ends empty). Two ablations close those
+exits, each one of our defaults restored on top of ``mode=paper``:
+
+- ``s2_first_pick``: the first selection round must pick at least one top category;
+- ``hierarchy_min_assignments``: decoding makes every categorisation reply hold a category of >= n nodes;
+
+and ``both`` applies the two. Every variant runs ``mnemis run experiment=cpu_heldout mode=paper`` (a slice no
+setting was tuned on: ``conf/experiment/cpu_heldout.yaml``) with Mnemis and RAG; the variants share one response
+cache, so RAG, the base graph and, within a hierarchy setting, the hierarchy are made once and replayed. The
+JSON holds per variant: accuracy per judge, System-2's share of questions with no pick and its evidence recall
+against System-1's, the hierarchy's shape, Mnemis against RAG question by question, and each variant against
+plain paper mode question by question.
+
+    python experiments/bench/heldout_ablations.py                      # about 1.5 h on 2 cores
+    python experiments/bench/heldout_ablations.py --replay             # every figure again from the archive
+
+``--archive`` (on by default) keeps the replies beside the JSON (``heldout_ablations.cache.jsonl.gz``); a stopped
+run continues from its cache (``--seed-cache`` loads the archive first, on another machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_OUT = REPO / "experiments" / "results" / "heldout_ablations.json"
+EXPERIMENT = "cpu_heldout"
+CACHE_DIR = ".cache/mnemis_heldout"
+# variant -> overrides on top of mode=paper
+VARIANTS: dict[str, list[str]] = {
+    "paper": [],
+    "s2_first_pick": ["ablation=s2_first_pick"],
+    "hierarchy_min_assignments": ["ablation=hierarchy_min_assignments"],
+    "both": ["ablation=s2_first_pick", "hierarchy.min_assignments=1"],
+}
+
+
+def _cpu_quality():
+    if "cpu_quality" in sys.modules:
+        return sys.modules["cpu_quality"]
+    spec = importlib.util.spec_from_file_location("cpu_quality", REPO / "experiments" / "bench" / "cpu_quality.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["cpu_quality"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _rows(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "questions.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
+
+
+def variant_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """What a variant is judged on, from its cpu_quality summary."""
+    health = summary.get("health") or {}
+    return {
+        "status": summary.get("status"),
+        "accuracy": summary.get("overall_by_judge"),
+        "token_f1": summary.get("token_f1"),
+        "system2": health.get("system2"),
+        "route_recall": health.get("recall"),
+        "hierarchy": health.get("hierarchy"),
+        "memory": summary.get("memory"),
+        "evidence_recall": summary.get("evidence_recall"),
+        "mnemis_vs_rag": (summary.get("paired") or {}).get("mnemis_vs_rag"),
+        "why_mnemis_lost": (summary.get("disagreements") or {}).get("mnemis_vs_rag"),
+        "warnings": health.get("warnings"),
+    }
+
+
+def against_paper(rows: dict[str, list[dict[str, Any]]], judges: Sequence[str]) -> dict[str, Any]:
+    """Each variant's Mnemis against plain paper mode's Mnemis, question by question."""
+    from mnemis.eval.paired import compare_rows
+
+    base = [{**r, "method": "paper"} for r in rows.get("paper", []) if r.get("method") == "mnemis"]
+    out = {}
+    for name, rs in rows.items():
+        if name == "paper" or not base:
+            continue
+        mine = [{**r, "method": name} for r in rs if r.get("method") == "mnemis"]
+        if mine:
+            out[f"{name}_vs_paper"] = compare_rows([*mine, *base], name, "paper", judges=judges)
+    return out
+
+
+def report(runs_dir: Path, variants: Sequence[str], command: str) -> dict[str, Any]:
+    cq = _cpu_quality()
+    summaries = {v: cq.summarize(runs_dir / v) for v in variants}
+    rows = {v: _rows(runs_dir / v) for v in variants}
+    judges = sorted({j for s in summaries.values() for m in (s.get("overall_by_judge") or {}).values() for j in m})
+    out = {
+        "what": "paper mode and ablations that close its empty-reply exits, on a held-out LoCoMo slice "
+                f"(experiment={EXPERIMENT}), Mnemis and RAG, Qwen2.5-Coder-1.5B in every role (judges too)",
+        "command": command,
+        "experiment": EXPERIMENT,
+        "variants": {v: {"overrides": VARIANTS[v], **variant_figures(summaries[v])} for v in variants},
+        "against_paper": against_paper(rows, judges),
+        "slice": next(iter(summaries.values())).get("slice") if summaries else None,
+    }
+    if any(s.get("status") != "complete" for s in summaries.values()):
+        out["status"] = "partial"
+    return out
+
+
+def run(variants: Sequence[str], runs_dir: Path, out: Path, overrides: Sequence[str], *, archive: bool,
+        seed_cache: bool, command: str) -> int:
+    cq = _cpu_quality()
+    cache = cq.run_cache_dir([f"paths.cache_dir={CACHE_DIR}", *overrides])
+    if seed_cache and cq.archive_path(out).is_file():
+        from mnemis.models.cache_archive import import_archive
+
+        import_archive(cq.archive_path(out), cache)
+    walls = {}
+    for v in variants:
+        walls[v] = round(cq.run_mode("paper", EXPERIMENT, (runs_dir / v).resolve(),
+                                     [f"paths.cache_dir={cache}", *VARIANTS[v], *overrides]), 1)
+    result = {**report(runs_dir, variants, command), "overrides": list(overrides), "wall_s": walls}
+    if archive:
+        from mnemis.models.cache_archive import export_archive
+
+        counts = export_archive(cache, cq.archive_path(out))
+        result["cache_archive"] = {"file": os.path.relpath(cq.archive_path(out), REPO), **counts}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+def replay(out: Path, overrides: Sequence[str]) -> int:
+    """Every variant again from the archive alone (``cache_mode=replay_only``); exit 1 when a figure differs."""
+    cq = _cpu_quality()
+    from mnemis.models.cache_archive import import_archive
+
+    saved = json.loads(out.read_text())
+    work = Path(tempfile.mkdtemp(prefix="heldout_replay_"))
+    import_archive(cq.archive_path(out), work / "cache")
+    variants = list(saved["variants"])
+    for v in variants:
+        cq.run_mode("paper", EXPERIMENT, work / "runs" / v,
+                    [f"paths.cache_dir={work / 'cache'}", f"paths.artifacts_dir={work / 'artifacts'}",
+                     "cache_mode=replay_only", *VARIANTS[v], *saved.get("overrides", []), *overrides])
+    now = report(work / "runs", variants, saved.get("command", ""))
+    same = json.dumps(cq.figures(now), sort_keys=True) == json.dumps(
+        cq.figures({k: v for k, v in saved.items() if k in now}), sort_keys=True)
+    print("every figure reproduced" if same else f"FIGURES DIFFER (replayed runs in {work})")
+    return 0 if same else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {list(VARIANTS)}")
+    ap.add_argument("--runs-dir", type=Path, default=REPO / "runs" / "heldout_ablations")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--no-archive", action="store_true", help="do not keep the replies beside the JSON")
+    ap.add_argument("--seed-cache", action="store_true", help="load the archive beside --out into the cache first")
+    ap.add_argument("--summarize", action="store_true", help="only re-read the run directories of --runs-dir")
+    ap.add_argument("--replay", action="store_true", help="rerun from the archive alone and compare every figure")
+    ap.add_argument("overrides", nargs="*", help="hydra overrides after --")
+    args = ap.parse_args(argv)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
+    if "paper" not in variants:
+        ap.error("--variants: 'paper' is the baseline every variant is compared with; keep it")
+    if args.replay:
+        return replay(args.out, args.overrides)
+    command = "python experiments/bench/heldout_ablations.py" + (f" --variants {args.variants}"
+                                                                  if variants != list(VARIANTS) else "")
+    command += (" -- " + " ".join(args.overrides)) if args.overrides else ""
+    if args.summarize:
+        result = report(args.runs_dir, variants, command + " (re-summarised)")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(f"wrote {args.out}")
+        return 0
+    return run(variants, args.runs_dir, args.out, args.overrides, archive=not args.no_archive,
+               seed_cache=args.seed_cache, command=command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
