@@ -123,14 +123,32 @@ class VLLMBackend:
             structured_outputs=StructuredOutputsParams(json=schema) if schema is not None else None,
         )
 
+    def _abort_unfinished(self) -> int:
+        """Abort the requests an interrupted call left in the engine (a timeout or Ctrl-C inside ``LLM.chat``
+        leaves them running, and the next call would collect their outputs with its own); their number."""
+        engine = getattr(self._llm, "llm_engine", None)
+        states = getattr(getattr(engine, "output_processor", None), "request_states", None)
+        if not states:
+            return 0
+        ids = list(states)
+        engine.abort_request(ids)
+        return len(ids)
+
     def _chat(self, requests: Sequence[LLMRequest]) -> list[Completion]:
         llm = self._engine()
-        outputs = llm.chat(
-            [r.messages for r in requests],
-            sampling_params=[self.sampling_params(r) for r in requests],
-            use_tqdm=False,
-            chat_template_kwargs=self.chat_template_kwargs or None,
-        )
+        stale = self._abort_unfinished()
+        if stale:
+            log.warning("aborted %d requests an interrupted call left in the vLLM engine", stale)
+        try:
+            outputs = llm.chat(
+                [r.messages for r in requests],
+                sampling_params=[self.sampling_params(r) for r in requests],
+                use_tqdm=False,
+                chat_template_kwargs=self.chat_template_kwargs or None,
+            )
+        except BaseException:  # an interrupt mid-batch: leave the engine empty for the next call
+            self._abort_unfinished()
+            raise
         out = []
         for o in outputs:
             gen = o.outputs[0] if o.outputs else None
