@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
+
+log = logging.getLogger(__name__)
+BUSY_TIMEOUT_S = 30.0  # how long a statement waits for another connection's lock
 
 
 def file_uri(path: str | Path, mode: str) -> str:
@@ -29,14 +34,29 @@ class SQLiteFile:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         uri = file_uri(self.path, "ro" if read_only else "rwc")
         self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA busy_timeout=30000")
+        self._conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         self._lock = threading.RLock()
         self._depth = 0
         if wal and not read_only:
             self.enable_wal()
 
     def enable_wal(self) -> None:
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        """Switch the file to WAL. SQLite answers "database is locked" to this pragma at once, without its
+        busy handler, while another process holds the file (two processes opening a new file together), so
+        it is retried here for as long as the busy timeout."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        pause = 0.005
+        while True:
+            try:
+                mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
+        if str(mode).lower() != "wal":  # e.g. a file system without shared memory: readers then wait for writers
+            log.warning("%s: SQLite kept journal mode %s instead of WAL", self.path, mode)
         self._conn.execute("PRAGMA synchronous=NORMAL")
 
     def close(self) -> None:
