@@ -2,7 +2,7 @@
 
 Requests are grouped by sampling parameters and whether they carry a schema; each group is split
 into batches of ``batch_size`` and generated together with one xgrammar grammar per row. Slower than
-vLLM, but needs nothing beyond transformers, and loads the SmolLM2 GGUF directly (``smollm2-135m``).
+vLLM, but needs nothing beyond transformers; ``smollm2-135m`` is the PyPI GGUF dequantised once to a folder.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from mnemis.models.llm.base import Completion, LLMRequest
 from mnemis.models.packaged import packaged_model
 from mnemis.models.split_gguf import SPLIT_MODELS
-from mnemis.models.tiny import SMOLLM2, model_identity, require_path, resolve_local, smollm2_gguf
+from mnemis.models.tiny import SMOLLM2, model_identity, require_path, resolve_local
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +41,9 @@ class HFBackend:
 
         from mnemis.models.embed import pick_device, pick_dtype
 
-        if model == SMOLLM2:
-            gguf = smollm2_gguf()
-            path, gguf_file = str(gguf.parent), gguf.name
-            self.model_id = model_identity("smollm2-135m-instruct", gguf)
-        elif model in SPLIT_MODELS:  # the dequantised folder (verified once; see mnemis.models.split_gguf)
+        if model == SMOLLM2 or model in SPLIT_MODELS:
+            # the dequantised folder, made once (loading the GGUF itself parses its vocabulary three times,
+            # about 40 s on 2 cores; see mnemis.models.packaged)
             folder, self.model_id = packaged_model(model)
             path = str(folder)
         else:
@@ -94,7 +92,7 @@ class HFBackend:
         max_new = min(s.max_tokens, self.max_new_tokens_cap or s.max_tokens)
         enc = self.tokenizer([self._prompt(r) for r in requests], return_tensors="pt", padding=True,
                              add_special_tokens=False).to(self.device)
-        kwargs: dict[str, Any] = dict(max_new_tokens=max_new, pad_token_id=self.tokenizer.pad_token_id)
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new, "pad_token_id": self.tokenizer.pad_token_id}
         if s.temperature > 0:
             kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p)
             torch.manual_seed(s.seed)
