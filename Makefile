@@ -23,12 +23,18 @@ run-cpu-small: setup-cpu-small
 run: setup
 	$(VENV)/bin/mnemis run experiment=quickstart
 
+# Two passes: the unit tests on both cores (pytest-xdist), then the real-model tests one after another (each
+# vLLM engine binds every core, and the shared one must not run beside another). Both passes always run; the
+# target fails if either does.
+UNIT := not slow and not integration and not vllm
 test: setup
-	$(VENV)/bin/python -m pytest -q
+	@unit=0; $(VENV)/bin/python -m pytest -q -n 2 -m "$(UNIT)" || unit=$$?; \
+	real=0; $(VENV)/bin/python -m pytest -q -m "not slow and (integration or vllm)" || real=$$?; \
+	echo "make test: unit tests exit $$unit, real-model tests exit $$real"; [ $$unit -eq 0 ] && [ $$real -eq 0 ]
 
 # The contributors' loop: the unit tests only (no real-model engine), a few minutes.
 test-fast: setup
-	$(VENV)/bin/python -m pytest -q -m "not slow and not integration and not vllm" tests/unit
+	$(VENV)/bin/python -m pytest -q -n 2 -m "$(UNIT)" tests/unit
 
 clean-runs:
 	rm -rf runs outputs multirun
