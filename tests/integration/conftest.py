@@ -37,10 +37,8 @@ def vllm_backend():
     # enforce_eager: no torch.compile warm-up (minutes on 2 cores, nothing to gain for small batches).
     # The backend builds its engine on first use and again after close(), so closing early is safe.
     # cpu_threads_bind="all": the model's threads on every core (vLLM alone would leave one idle on 2 cores).
-    # in_process: the engine core and its worker in this process, about 25 s less start-up than vLLM's two extra
-    # processes (each imports vLLM again); the peers' `vllm serve` tests still run vLLM's multiprocess engine.
     backend = VLLMBackend("smollm2-135m", gpu_memory_utilization=0.15, max_model_len=4096, enforce_eager=True,
-                          cpu_threads_bind="all", in_process=True)
+                          cpu_threads_bind="all")
     _ENGINES.append(backend)
     yield backend
     backend.close()
