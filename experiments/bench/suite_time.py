@@ -44,6 +44,14 @@ def pytest_summaries(output: str) -> list[dict[str, Any]]:
     return out
 
 
+def repo_relative(path: Path) -> str:
+    """``path`` relative to the repository when it lies inside it (no machine's folder in a committed JSON)."""
+    try:
+        return str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
 def _git(*args: str) -> str:
     res = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
     return res.stdout.strip()
@@ -79,7 +87,7 @@ def measure(log: Path) -> dict[str, Any]:
         "make_test_s": round(test_s, 1),
         "make_test_min": round(test_s / 60, 2),
         "passes": passes,
-        "log": str(log),
+        "log": repo_relative(log),
     }
 
 

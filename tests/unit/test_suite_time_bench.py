@@ -3,7 +3,6 @@ apart and returns the make exit code (run here with a stand-in ``make`` on PATH,
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import stat
@@ -11,15 +10,12 @@ from pathlib import Path
 
 import pytest
 
-PATH = Path(__file__).resolve().parents[2] / "experiments" / "bench" / "suite_time.py"
+from tests.helpers.bench import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("suite_time", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("suite_time")
 
 
 def test_summaries_are_read_in_order_with_every_count(bench):
@@ -54,3 +50,8 @@ def test_a_run_writes_both_passes_and_returns_makes_exit_code(bench, tmp_path, m
     assert saved["passes"][unit] == {"passed": 10, "skipped": 2, "seconds": 1.5}
     assert saved["passes"][real] == {"passed": 3, "failed": 1, "deselected": 12, "seconds": 2.25}
     assert saved["make_test_s"] >= 0 and saved["make_setup_s"] >= 0 and "10 passed" in log.read_text()
+    assert saved["log"] == str(log)  # outside the repo: as given
+
+
+def test_a_log_inside_the_repo_is_recorded_relative_to_it(bench):
+    assert bench.repo_relative(bench.REPO / "runs" / "suite_time.log") == "runs/suite_time.log"
