@@ -1,18 +1,21 @@
-"""Does System-2 contribute once paper mode's two empty-reply exits are closed? Measured on a held-out slice.
+"""Does System-2 contribute once paper mode's empty-reply exits are closed? Measured on a held-out slice.
 
 With Qwen2.5-Coder-1.5B, paper mode's System-2 adds nothing: the categoriser may reply with no category (the
-hierarchy stays flat) and the selector may pick no top category (the walk ends empty). Two ablations close those
-exits, each one of our defaults restored on top of ``mode=paper``:
+hierarchy stays flat), the selector may pick no top category (the walk ends empty), and a flat top layer can
+make the one selection prompt longer than the model's window (the call fails; on LoCoMo conv-26, 201 top
+categories failed every one of 152 selections: ``cpu_quality_conv26.json``). Ablations close those exits, each
+one of our defaults restored on top of ``mode=paper``:
 
 - ``s2_first_pick``: the first selection round must pick at least one top category;
 - ``hierarchy_min_assignments``: decoding makes every categorisation reply hold a category of >= n nodes;
 
-and ``both`` applies the two. Every variant runs ``mnemis run experiment=cpu_heldout mode=paper`` (a slice no
-setting was tuned on: ``conf/experiment/cpu_heldout.yaml``) with Mnemis and RAG; the variants share one response
-cache, so RAG, the base graph and, within a hierarchy setting, the hierarchy are made once and replayed. The
-JSON holds per variant: accuracy per judge, System-2's share of questions with no pick and its evidence recall
-against System-1's, the hierarchy's shape, Mnemis against RAG question by question, and each variant against
-plain paper mode question by question.
+and ``all_exits`` applies the two and ``s2_prompt_split`` (candidate lists of more than 60 split into several
+prompts; on a slice whose top layer fits one prompt it changes nothing). Every variant runs ``mnemis run
+experiment=cpu_heldout mode=paper`` (a slice no setting was tuned on: ``conf/experiment/cpu_heldout.yaml``) with
+Mnemis and RAG; the variants share one response cache, so RAG, the base graph and, within a hierarchy setting,
+the hierarchy are made once and replayed. The JSON holds per variant: accuracy per judge, System-2's share of
+questions with no pick and its evidence recall against System-1's, the hierarchy's shape, Mnemis against RAG
+question by question, and each variant against plain paper mode question by question.
 
     python experiments/bench/heldout_ablations.py                      # about 1.5 h on 2 cores
     python experiments/bench/heldout_ablations.py --replay             # every figure again from the archive
@@ -42,7 +45,8 @@ VARIANTS: dict[str, list[str]] = {
     "paper": [],
     "s2_first_pick": ["ablation=s2_first_pick"],
     "hierarchy_min_assignments": ["ablation=hierarchy_min_assignments"],
-    "both": ["ablation=s2_first_pick", "hierarchy.min_assignments=1"],
+    "all_exits": ["ablation=s2_first_pick", "hierarchy.min_assignments=1",
+                  "retrieval.system2.max_candidates_per_prompt=60"],
 }
 
 

@@ -22,8 +22,10 @@ def test_each_variant_is_paper_mode_with_its_exits_closed(ha):
         assert cfg["fidelity"] == "paper" and cfg["dataset"]["slice"]["groups"] == ["conv-48"]
         first_pick = cfg["retrieval"]["system2"]["min_top_selections"]
         min_assign = cfg["hierarchy"]["min_assignments"]
-        assert (first_pick >= 1) == (name in ("s2_first_pick", "both")), name
-        assert (min_assign >= 1) == (name in ("hierarchy_min_assignments", "both")), name
+        split = cfg["retrieval"]["system2"]["max_candidates_per_prompt"]
+        assert (first_pick >= 1) == (name in ("s2_first_pick", "all_exits")), name
+        assert (min_assign >= 1) == (name in ("hierarchy_min_assignments", "all_exits")), name
+        assert (split is not None) == (name == "all_exits"), name
 
 
 def test_the_heldout_slice_follows_its_rule(locomo):
@@ -60,11 +62,11 @@ def test_a_small_run_of_two_variants_replays(ha, tmp_path, locomo_path):
             "dataset.slice.max_questions=2", "judge.longmemeval_format=reasoned",  # the fake writes schema JSON
             f"paths.cache_dir={tmp_path}/cache", f"paths.artifacts_dir={tmp_path}/art",
             f"paths.shared_data_dir={locomo_path.parent}"]
-    rc = ha.main(["--variants", "paper,both", "--runs-dir", str(tmp_path / "runs"), "--out", str(out), "--", *fake])
+    rc = ha.main(["--variants", "paper,all_exits", "--runs-dir", str(tmp_path / "runs"), "--out", str(out), "--", *fake])
     assert rc == 0
     saved = json.loads(out.read_text())
-    assert list(saved["variants"]) == ["paper", "both"] and saved["cache_archive"]["llm"] > 0
-    assert list(saved["against_paper"]) == ["both_vs_paper"] and "--variants paper,both" in saved["command"]
+    assert list(saved["variants"]) == ["paper", "all_exits"] and saved["cache_archive"]["llm"] > 0
+    assert list(saved["against_paper"]) == ["all_exits_vs_paper"] and "--variants paper,all_exits" in saved["command"]
     for v in saved["variants"].values():
         assert v["status"] == "complete" and v["mnemis_vs_rag"]["questions"] >= 1 and v["system2"]["questions"] >= 1
     assert ha.main(["--replay", "--out", str(out)]) == 0
