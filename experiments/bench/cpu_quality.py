@@ -177,18 +177,29 @@ def _stored_build_stats(store: Path) -> dict[str, Any] | None:
     return meta.get("stats") if isinstance(meta, dict) else None
 
 
-def prompt_cost(ledger: dict[str, Any] | None, n_episodes: int,
-                build: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Base-graph prompt tokens per episode, against the 2,500 target: from the build's own counters
-    (``tokens.prompt.<stage>``, replies replayed from the cache included) when this run built the graph, else
-    from the ledger (``mnemis.ingest.cost``; calls actually sent only)."""
-    from mnemis.ingest.cost import cost_report
-    from mnemis.models.ledger import Ledger
-
+def build_totals(build: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The base-graph build's counters over the whole build: a build resumed across several jobs counts every
+    job's calls (``ingest_totals``, or the stage's ``totals``), not only the last job's (``counters``); the
+    store's copy when an earlier job built it."""
+    if (build or {}).get("ingest_totals"):
+        return build["ingest_totals"]
     base = ((build or {}).get("stages") or {}).get("base_graph")
     if base == "reused" and (build or {}).get("store"):  # an earlier job built it: its stats are in the store
         base = _stored_build_stats(Path(build["store"]))
-    counters = (base or {}).get("counters") if isinstance(base, dict) else None
+    if not isinstance(base, dict):
+        return None
+    return base.get("totals") or base.get("counters")
+
+
+def prompt_cost(ledger: dict[str, Any] | None, n_episodes: int,
+                build: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Base-graph prompt tokens per episode, against the 2,500 target: from the build's own counters over every
+    job of the build (:func:`build_totals`; replies replayed from the cache included) when this run built the
+    graph, else from the ledger (``mnemis.ingest.cost``; calls actually sent only)."""
+    from mnemis.ingest.cost import cost_report
+    from mnemis.models.ledger import Ledger
+
+    counters = build_totals(build)
     per = {k.removeprefix("tokens.prompt."): v for k, v in (counters or {}).items() if k.startswith("tokens.prompt.")}
     if per and n_episodes:
         total = sum(per.values()) / n_episodes
@@ -206,13 +217,8 @@ def prompt_cost(ledger: dict[str, Any] | None, n_episodes: int,
 
 
 def completion_per_episode(build: dict[str, Any] | None, n_episodes: int) -> dict[str, Any] | None:
-    """Base-graph completion tokens per episode, from the build's counters (stored totals when reused)."""
-    totals = (build or {}).get("ingest_totals")
-    if not totals:
-        base = ((build or {}).get("stages") or {}).get("base_graph")
-        if base == "reused" and (build or {}).get("store"):
-            base = _stored_build_stats(Path(build["store"]))
-        totals = (base or {}).get("counters") if isinstance(base, dict) else None
+    """Base-graph completion tokens per episode, from the build's counters over all its jobs (:func:`build_totals`)."""
+    totals = build_totals(build)
     per = {k.removeprefix("tokens.completion."): v for k, v in (totals or {}).items()
            if k.startswith("tokens.completion.")}
     if not per or not n_episodes:

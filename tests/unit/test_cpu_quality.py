@@ -46,6 +46,19 @@ def test_stage_rates_and_prompt_cost(cq):
     assert cost["source"].startswith("build counters")
 
 
+def test_build_cost_counts_every_job_of_a_resumed_build(cq):
+    """A build resumed across jobs: ``counters`` hold the last job's calls only, ``totals`` the whole build's."""
+    build = {"stages": {"base_graph": {
+        "counters": {"tokens.prompt.entity_attributes": 50, "tokens.completion.entity_attributes": 5},
+        "totals": {"tokens.prompt.entity_attributes": 4000, "tokens.prompt.extract_facts": 2000,
+                   "tokens.completion.entity_attributes": 400, "tokens.completion.extract_facts": 200}}}}
+    cost = cq.prompt_cost({"stages": {}}, n_episodes=4, build=build)
+    assert cost["base_graph_prompt_tokens_per_episode"] == 1500 and cost["per_stage"]["entity_attributes"] == 1000
+    assert cq.completion_per_episode(build, 4)["completion_tokens_per_episode"] == 150
+    top = {**build, "ingest_totals": {"tokens.prompt.extract_facts": 800}}  # the run's own cumulative copy first
+    assert cq.prompt_cost({"stages": {}}, n_episodes=4, build=top)["base_graph_prompt_tokens_per_episode"] == 200
+
+
 def test_summarize_a_run_dir(cq, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({
         "fidelity": "tuned", "methods": ["rag"], "llm": {"backend": {"model": "qwen2.5-coder-1.5b"}},
