@@ -2,8 +2,8 @@
 
 With Qwen2.5-Coder-1.5B, paper mode's System-2 adds nothing: the categoriser may reply with no category (the
 hierarchy stays flat), the selector may pick no top category (the walk ends empty), and a flat top layer can
-make the one selection prompt longer than the model's window (the call fails; on LoCoMo conv-26, 201 top
-categories failed every one of 152 selections: ``cpu_quality_conv26.json``). Ablations close those exits, each
+make the one selection prompt longer than the model's window (the call fails: in the 1.5B run on LoCoMo conv-26, a flat
+layer of 201 categories failed every selection). Ablations close those exits, each
 one of our defaults restored on top of ``mode=paper``:
 
 - ``s2_first_pick``: the first selection round must pick at least one top category;
