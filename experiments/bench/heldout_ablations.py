@@ -20,7 +20,8 @@ question by question, and each variant against plain paper mode question by ques
     python experiments/bench/heldout_ablations.py                      # about 1.5 h on 2 cores
     python experiments/bench/heldout_ablations.py --replay             # every figure again from the archive
 
-``--archive`` (on by default) keeps the replies beside the JSON (``heldout_ablations.cache.jsonl.gz``); a stopped
+The base-graph stages run under the CPU reply caps the conv-26 run used (``--reply-caps cpu``, the default;
+``none`` keeps paper mode's schema-sized budgets). ``--archive`` (on by default) keeps the replies beside the JSON (``heldout_ablations.cache.jsonl.gz``); a stopped
 run continues from its cache (``--seed-cache`` loads the archive first, on another machine).
 """
 
@@ -170,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed-cache", action="store_true", help="load the archive beside --out into the cache first")
     ap.add_argument("--summarize", action="store_true", help="only re-read the run directories of --runs-dir")
     ap.add_argument("--replay", action="store_true", help="rerun from the archive alone and compare every figure")
+    ap.add_argument("--reply-caps", choices=("cpu", "none"), default="cpu",
+                    help="completion caps of the base-graph stages, as cpu_quality's --paper-reply-caps (cpu: the "
+                         "caps the conv-26 run used, so a runaway reply cannot hold a batch for many minutes)")
     ap.add_argument("overrides", nargs="*", help="hydra overrides after --")
     args = ap.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -182,14 +186,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return replay(args.out, args.overrides)
     command = "python experiments/bench/heldout_ablations.py" + (f" --variants {args.variants}"
                                                                   if variants != list(VARIANTS) else "")
+    command += f" --reply-caps {args.reply_caps}" if args.reply_caps != "cpu" else ""
     command += (" -- " + " ".join(args.overrides)) if args.overrides else ""
+    # the caps travel with the overrides, which the JSON keeps, so --replay sends the same requests
+    overrides = [*_cpu_quality().paper_cap_overrides(args.reply_caps), *args.overrides]
     if args.summarize:
         result = report(args.runs_dir, variants, command + " (re-summarised)")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {args.out}")
         return 0
-    return run(variants, args.runs_dir, args.out, args.overrides, archive=not args.no_archive,
+    return run(variants, args.runs_dir, args.out, overrides, archive=not args.no_archive,
                seed_cache=args.seed_cache, command=command)
 
 
