@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -286,6 +287,43 @@ def cached_replies(config: dict[str, Any]) -> dict[str, Any]:
     return stage_counts(cache if cache.is_absolute() else REPO / cache)
 
 
+_LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]\[[^\]]+\]\[\w+\] - (.*)$")
+_PROGRESS = re.compile(r"^(.+?) [\d,]+/[\d,]+ \(\d+%\)")
+
+
+def logged_stage_wall(log: Path) -> dict[str, Any] | None:
+    """Wall seconds per stage from a run's ``mnemis.log``, over every sitting that appended to it.
+
+    A run resumed across sittings (or whose summary a replay wrote) has no single timer per stage; its log
+    has one line per finished chunk (:mod:`mnemis.progress`). Each progress line is charged the time since the
+    log's previous line, so a sitting's start-up and the gap between sittings fall on the non-progress lines
+    that open it. A per-turn build step that logs several stages is charged to the one whose line closes it.
+    """
+    if not log.is_file():
+        return None
+    from datetime import datetime
+
+    stages: dict[str, dict[str, Any]] = {}
+    prev = first = last = None
+    for line in log.read_text(errors="replace").splitlines():
+        m = _LOG_LINE.match(line)
+        if not m:
+            continue
+        t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(m.group(2)) / 1000
+        first = first if first is not None else m.group(1)
+        last = m.group(1)
+        prog = _PROGRESS.match(m.group(3))
+        if prog and prev is not None:
+            s = stages.setdefault(prog.group(1), {"wall_s": 0.0, "lines": 0})
+            s["wall_s"] += t - prev
+            s["lines"] += 1
+        prev = t
+    if not stages:
+        return None
+    return {"log_from": first, "log_to": last,
+            "stages": {k: {"wall_s": round(v["wall_s"], 1), "lines": v["lines"]} for k, v in sorted(stages.items())}}
+
+
 def summarize(run_dir: Path) -> dict[str, Any]:
     """Everything this benchmark reports, read from one ``mnemis run`` directory."""
     run_dir = Path(run_dir)
@@ -327,6 +365,8 @@ def summarize(run_dir: Path) -> dict[str, Any]:
         "disagreements": why_disagree(rows, metrics) if rows else {},
         "stages": stage_rates(ledger),
         "method_wall_s": _load(run_dir / "timings.json"),
+        # per stage from the log, over every sitting (a resumed or replayed run's ledger holds only its last)
+        "logged_stage_wall_s": logged_stage_wall(run_dir / "mnemis.log"),
     }
 
 

@@ -243,3 +243,21 @@ def test_a_stopped_run_is_summarised_as_partial_with_what_its_cache_holds(cq, tm
     s = cq.summarize(run)  # no metrics.json: the run stopped before its end
     assert s["status"] == "partial" and s["health"] is None
     assert s["cached_replies"]["extract_entities"]["replies"] == 2
+
+
+def test_logged_stage_wall_charges_each_chunk_the_time_since_the_previous_line(cq, tmp_path):
+    log = tmp_path / "mnemis.log"
+    log.write_text(
+        "[2026-12-03 10:00:00,000][mnemis.components][INFO] - built llm in 40.0 s\n"
+        "[2026-12-03 10:00:30,000][mnemis.progress][INFO] - answer 24/24 (100%) 0.8/s ETA 0:00:00\n"
+        "[2026-12-03 10:01:00,500][mnemis.progress][INFO] - answer 8/8 (100%) 0.3/s ETA 0:00:00\n"
+        "a traceback line without a timestamp\n"
+        # a later sitting: its start-up falls on the line that opens it, not on a stage
+        "[2026-12-03 12:00:00,000][mnemis.components][INFO] - built llm in 45.0 s\n"
+        "[2026-12-03 12:00:10,000][mnemis.progress][INFO] - rerank pairs 1,056/7,356 (14%) 2.9/s ETA 0:36:34\n"
+        "[2026-12-03 12:00:12,000][mnemis.progress][INFO] - answer 2/2 (100%) 0.1/s ETA 0:00:00\n")
+    got = cq.logged_stage_wall(log)
+    assert got["log_from"] == "2026-12-03 10:00:00" and got["log_to"] == "2026-12-03 12:00:12"
+    assert got["stages"] == {"answer": {"wall_s": 62.5, "lines": 3}, "rerank pairs": {"wall_s": 10.0, "lines": 1}}
+    assert cq.logged_stage_wall(tmp_path / "absent.log") is None
+    assert "logged_stage_wall_s" not in cq.figures({"logged_stage_wall_s": got})  # a replay need not match it
