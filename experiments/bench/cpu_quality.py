@@ -512,8 +512,9 @@ def archive_path(out: Path) -> Path:
 # figures a replay must reproduce: everything but wall times, paths, the machine and the ledger of what this
 # run sent to a model ("stages": a replay sends nothing; the build's token counters, which count cached
 # replies too, are compared)
+# ("baselines_model_run": the ledger and timers of an earlier sitting whose replies the run replayed)
 _VOLATILE = ("wall_s", "total_wall_s", "method_wall_s", "run_dir", "store", "host", "seconds", "load", "stages",
-             "cache_dir", "cache_archive", "command", "status", "kept_from")
+             "cache_dir", "cache_archive", "command", "status", "kept_from", "baselines_model_run")
 _REPLAY_KEYS = ("paths.cache_dir=", "paths.artifacts_dir=", "cache_mode=", "hydra.run.dir=")
 
 
