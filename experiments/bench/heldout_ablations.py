@@ -17,7 +17,7 @@ the hierarchy are made once and replayed. The JSON holds per variant: accuracy p
 questions with no pick and its evidence recall against System-1's, the hierarchy's shape, Mnemis against RAG
 question by question, and each variant against plain paper mode question by question.
 
-    python experiments/bench/heldout_ablations.py                      # about 1.5 h on 2 cores
+    python experiments/bench/heldout_ablations.py                      # several hours on 2 cores
     python experiments/bench/heldout_ablations.py --replay             # every figure again from the archive
 
 The base-graph stages run under the CPU reply caps the conv-26 run used (``--reply-caps cpu``, the default;
