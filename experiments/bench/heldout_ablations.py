@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the caps travel with the overrides, which the JSON keeps, so --replay sends the same requests
     overrides = [*_cpu_quality().paper_cap_overrides(args.reply_caps), *args.overrides]
     if args.summarize:
-        result = report(args.runs_dir, variants, command + " (re-summarised)")
+        result = {**report(args.runs_dir, variants, command + " (re-summarised)"), "overrides": overrides}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {args.out}")

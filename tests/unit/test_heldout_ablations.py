@@ -72,3 +72,8 @@ def test_a_small_run_of_two_variants_replays(ha, tmp_path, locomo_path):
     for v in saved["variants"].values():
         assert v["status"] == "complete" and v["mnemis_vs_rag"]["questions"] >= 1 and v["system2"]["questions"] >= 1
     assert ha.main(["--replay", "--out", str(out)]) == 0
+    # a re-summary of the run directories (a stopped run) keeps the caps too, so --seed-cache continues it alike
+    again = tmp_path / "results" / "again.json"
+    assert ha.main(["--summarize", "--variants", "paper,all_exits", "--runs-dir", str(tmp_path / "runs"),
+                    "--out", str(again), "--", *fake]) == 0
+    assert json.loads(again.read_text())["overrides"] == saved["overrides"]
