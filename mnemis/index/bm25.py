@@ -106,8 +106,12 @@ class BM25Index:
             pos = np.flatnonzero(s > 0)
             if k and pos.size:
                 if pos.size > k:
-                    pos = pos[np.argpartition(-s[pos], k - 1)[:k]]
-                pos = pos[np.lexsort((pos, -s[pos]))]  # score desc, then document order
+                    # keep every document scoring at least the k-th best score, ties included: which of
+                    # several tied documents argpartition keeps depends on the CPU (numpy's AVX-512 select
+                    # differs from its scalar one), and a machine-dependent top k broke exact replays
+                    kth = np.partition(-s[pos], k - 1)[k - 1]
+                    pos = pos[-s[pos] <= kth]
+                pos = pos[np.lexsort((pos, -s[pos]))][:k]  # score desc, then document order
             else:
                 pos = pos[:0]
             all_scores.append(s[pos])

@@ -61,6 +61,29 @@ def test_bm25_k_and_save_load(tmp_path):
     assert len(BM25Index.load(tmp_path / "e")) == 0
 
 
+def test_bm25_top_k_breaks_ties_by_document_order_on_any_cpu():
+    # 1,000 documents with the same score (one "apple", same length) and a few better ones: which tied
+    # documents fill the last places must not depend on numpy's select kernel (AVX-512 or scalar), or a
+    # replay on another machine builds other prompts than the run it replays
+    words = [f"w{i}" for i in range(1200)]
+    docs = [f"apple {w}" for w in words[:1000]] + [f"apple apple {w}" for w in words[1000:1004]]
+    docs += [f"pear {w}" for w in words[1004:1100]]
+    ids = [f"d{i:04d}" for i in range(len(docs))]
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(len(docs))  # stored order != id order; ties follow the stored (document) order
+    idx = BM25Index([docs[j] for j in perm], [ids[j] for j in perm], stopwords=False, stem=False)
+    scores, found = idx.search(["apple"], 10)
+    stored = [ids[j] for j in perm]
+    best = {f"d{i:04d}" for i in range(1000, 1004)}
+    tied_in_stored_order = [i for i in stored if i not in best and i < "d1000"]
+    assert set(found[0][:4]) == best
+    assert found[0][4:] == tied_in_stored_order[:6]
+    assert len(set(scores[0][4:].tolist())) == 1
+    for k in (1, 4, 5, 37, 999):
+        _, f = idx.search(["apple"], k)
+        assert f[0] == (found[0] if k <= 10 else idx.search(["apple"], 1004)[1][0])[:k]
+
+
 def test_bm25_rejects_bad_input():
     with pytest.raises(ValueError):
         BM25Index(["a"], ["x", "y"])
