@@ -480,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "experiment": args.experiment,
         "overrides": list(args.overrides),
         "note": args.note,
-        "host": {"cpus": os.cpu_count()},
+        "host": host(),
         "modes": results,
         "paper_minus_tuned": compare(results),
     }
@@ -527,6 +527,37 @@ def figures(obj: Any) -> Any:
     return obj
 
 
+def host() -> dict[str, Any]:
+    from mnemis.app.provenance import host as machine
+
+    return machine()
+
+
+def replay_stopped(mode: str, returncode: int, made_on: dict[str, Any], here: dict[str, Any]) -> str:
+    """Why a replay run stopped, for the reader: a ``replay_only cache miss`` in its log means this machine built a
+    request the archive does not hold; what differs between the machine that made the archive and this one (CPU
+    vector features, library versions) is the first suspect."""
+    lines = [(f"{mode}: the replay stopped (exit {returncode}); a 'replay_only cache miss' above names the stage "
+              "whose request this machine built differently from the run that made the archive.")]
+    if "cpu_features" not in made_on:
+        lines.append("The archive does not record the machine that made it; this machine: "
+                     f"{here.get('cpu')} with {', '.join(here.get('cpu_features') or []) or 'no known vector features'}.")
+    else:
+        if made_on["cpu_features"] != here.get("cpu_features"):
+            lines.append(f"CPU vector features: archive {', '.join(made_on['cpu_features']) or 'none known'}; "
+                         f"here {', '.join(here.get('cpu_features') or []) or 'none known'}.")
+        was, now = made_on.get("versions") or {}, here.get("versions") or {}
+        moved = sorted(k for k in set(was) | set(now) if k != "mnemis" and was.get(k) != now.get(k))
+        if moved:
+            lines.append("library versions: " + "; ".join(f"{k} {was.get(k)} -> {now.get(k)}" for k in moved) + ".")
+        if len(lines) == 1:
+            lines.append("The CPU features and library versions match the archive's: compare the code versions.")
+    lines.append("Embeddings and similarities can differ in the last bits between CPUs with other vector features "
+                 "or other library versions, and one comparison that flips (a candidate at a similarity threshold, "
+                 "a near-tie at a top-k cut) changes a prompt downstream.")
+    return "\n".join(lines)
+
+
 def replay(out: Path, runs_dir: Path) -> int:
     """Rerun every mode of ``out`` from its cache archive with ``cache_mode=replay_only`` and compare figures."""
     import tempfile
@@ -552,7 +583,12 @@ def replay(out: Path, runs_dir: Path) -> int:
         overrides = [*kept, *budgets, *methods, "cache_mode=replay_only",
                      f"paths.cache_dir={work / 'cache'}",
                      f"paths.artifacts_dir={work / 'artifacts'}"]
-        run_mode(mode, saved["experiment"], work / "runs" / mode, overrides)
+        try:
+            run_mode(mode, saved["experiment"], work / "runs" / mode, overrides)
+        except subprocess.CalledProcessError as exc:
+            print(replay_stopped(mode, exc.returncode, saved.get("host") or {}, host()))
+            diffs.append(mode)
+            continue
         now = summarize(work / "runs" / mode)
         a, b = figures(was), figures(now)
         same = json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)

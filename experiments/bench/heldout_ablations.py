@@ -31,6 +31,7 @@ import argparse
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -130,7 +131,8 @@ def run(variants: Sequence[str], runs_dir: Path, out: Path, overrides: Sequence[
     for v in variants:
         walls[v] = round(cq.run_mode("paper", EXPERIMENT, (runs_dir / v).resolve(),
                                      [f"paths.cache_dir={cache}", *VARIANTS[v], *overrides]), 1)
-    result = {**report(runs_dir, variants, command), "overrides": list(overrides), "wall_s": walls}
+    result = {**report(runs_dir, variants, command), "overrides": list(overrides), "wall_s": walls,
+              "host": cq.host()}
     if archive:
         from mnemis.models.cache_archive import export_archive
 
@@ -152,9 +154,14 @@ def replay(out: Path, overrides: Sequence[str]) -> int:
     import_archive(cq.archive_path(out), work / "cache")
     variants = list(saved["variants"])
     for v in variants:
-        cq.run_mode("paper", EXPERIMENT, work / "runs" / v,
-                    [f"paths.cache_dir={work / 'cache'}", f"paths.artifacts_dir={work / 'artifacts'}",
-                     "cache_mode=replay_only", *VARIANTS[v], *saved.get("overrides", []), *overrides])
+        try:
+            cq.run_mode("paper", EXPERIMENT, work / "runs" / v,
+                        [f"paths.cache_dir={work / 'cache'}", f"paths.artifacts_dir={work / 'artifacts'}",
+                         "cache_mode=replay_only", *VARIANTS[v], *saved.get("overrides", []), *overrides])
+        except subprocess.CalledProcessError as exc:
+            print(cq.replay_stopped(v, exc.returncode, saved.get("host") or {}, cq.host()))
+            print(f"FIGURES NOT REPRODUCED (replayed runs in {work})")
+            return 1
     now = report(work / "runs", variants, saved.get("command", ""))
     same = json.dumps(cq.figures(now), sort_keys=True) == json.dumps(
         cq.figures({k: v for k, v in saved.items() if k in now}), sort_keys=True)
@@ -191,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the caps travel with the overrides, which the JSON keeps, so --replay sends the same requests
     overrides = [*_cpu_quality().paper_cap_overrides(args.reply_caps), *args.overrides]
     if args.summarize:
-        result = {**report(args.runs_dir, variants, command + " (re-summarised)"), "overrides": overrides}
+        result = {**report(args.runs_dir, variants, command + " (re-summarised)"), "overrides": overrides,
+                  "host": _cpu_quality().host()}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {args.out}")

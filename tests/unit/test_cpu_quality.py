@@ -262,3 +262,41 @@ def test_logged_stage_wall_charges_each_chunk_the_time_since_the_previous_line(c
     assert cq.logged_stage_wall(tmp_path / "absent.log") is None
     # a replay need not match the log's times, nor an earlier sitting's
     assert cq.figures({"logged_stage_wall_s": got, "baselines_model_run": {"before": {}}, "a": 1}) == {"a": 1}
+
+
+def test_a_replay_that_stops_says_what_differs_from_the_machine_that_made_the_archive(cq, tmp_path, monkeypatch,
+                                                                                        capsys):
+    import gzip
+    import subprocess
+
+    from mnemis.app.provenance import cpu_features
+
+    flags = "flags\t\t: fpu sse4_2 avx avx2 fma avx512f avx512bw avx512vl avx512_vnni foo\n"
+    assert cpu_features("processor\t: 0\n" + flags) == ["sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw",
+                                                         "avx512vl", "avx512_vnni"]
+    assert cpu_features("Features\t: fp asimd\n") == [] and cpu_features("no flags here") == []
+    here = cq.host()
+    assert {"cpus", "cpu", "cpu_features", "versions"} <= set(here) and "numpy" in here["versions"]
+
+    out = tmp_path / "q.json"
+    made_on = {**here, "cpu_features": ["avx2", "fma"], "versions": {**here["versions"], "numpy": "0.0.1"}}
+    out.write_text(json.dumps({"experiment": "quickstart", "overrides": [], "host": made_on,
+                               "modes": {"paper": {"memory": {"facts": 3}}}}))
+    with gzip.open(cq.archive_path(out), "wt") as fh:
+        fh.write(json.dumps({"kind": "llm", "key": "k", "model": "m", "stage": "answer", "text": "x",
+                             "prompt_tokens": 1, "completion_tokens": 1, "error": None, "finish_reason": "stop",
+                             "retries": 0}) + "\n")
+
+    def stops(mode, experiment, run_dir, overrides):
+        assert "cache_mode=replay_only" in overrides
+        raise subprocess.CalledProcessError(1, ["mnemis", "run"])
+
+    monkeypatch.setattr(cq, "run_mode", stops)
+    assert cq.replay(out, tmp_path / "runs" / "cq") == 1  # no traceback: a reason and exit 1
+    said = capsys.readouterr().out
+    assert "paper: the replay stopped (exit 1)" in said and "CPU vector features: archive avx2, fma; here" in said
+    assert f"numpy 0.0.1 -> {here['versions']['numpy']}" in said
+    # an archive that does not record its machine (made before hosts were recorded) says so
+    assert "does not record the machine" in cq.replay_stopped("paper", 1, {"cpus": 2}, here)
+    same = cq.replay_stopped("paper", 1, here, here)
+    assert "match the archive's" in same and "CPU vector features" not in same

@@ -4,6 +4,7 @@ exactly its exits closed, and a small schema-fake run of two variants replays fr
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -77,3 +78,16 @@ def test_a_small_run_of_two_variants_replays(ha, tmp_path, locomo_path):
     assert ha.main(["--summarize", "--variants", "paper,all_exits", "--runs-dir", str(tmp_path / "runs"),
                     "--out", str(again), "--", *fake]) == 0
     assert json.loads(again.read_text())["overrides"] == saved["overrides"]
+    assert saved["host"]["cpu_features"] == json.loads(again.read_text())["host"]["cpu_features"]
+    # a replay that stops on a request the archive does not hold says why and exits 1 (no traceback)
+    cq = ha._cpu_quality()
+    real = cq.run_mode
+
+    def stops(*args, **kwargs):
+        raise subprocess.CalledProcessError(1, ["mnemis", "run"])
+
+    cq.run_mode = stops
+    try:
+        assert ha.main(["--replay", "--out", str(out)]) == 1
+    finally:
+        cq.run_mode = real
