@@ -21,7 +21,10 @@ question by question, and each variant against plain paper mode question by ques
     python experiments/bench/heldout_ablations.py --replay             # every figure again from the archive
 
 The base-graph stages run under the CPU reply caps the conv-26 run used (``--reply-caps cpu``, the default;
-``none`` keeps paper mode's schema-sized budgets). ``--archive`` (on by default) keeps the replies beside the JSON (``heldout_ablations.cache.jsonl.gz``); a stopped
+``none`` keeps paper mode's schema-sized budgets), and the selection replies under our default budget of
+:data:`SELECT_CAP_CPU` tokens, whose complete selections a cut reply keeps (paper mode's budget is the schema's
+worst case, 12,653 tokens over a flat layer of 73: with a first pick required, the 20 selections of
+``s2_first_pick`` ran for 25 minutes without finishing on 2 cores). ``--archive`` (on by default) keeps the replies beside the JSON (``heldout_ablations.cache.jsonl.gz``); a stopped
 run continues from its cache (``--seed-cache`` loads the archive first, on another machine).
 """
 
@@ -41,6 +44,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO / "experiments" / "results" / "heldout_ablations.json"
 EXPERIMENT = "cpu_heldout"
+SELECT_CAP_CPU = 512  # retrieval.system2.max_tokens of our default (conf/retrieval/mnemis.yaml) under --reply-caps cpu
 CACHE_DIR = ".cache/mnemis_heldout"
 # variant -> overrides on top of mode=paper
 VARIANTS: dict[str, list[str]] = {
@@ -180,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--replay", action="store_true", help="rerun from the archive alone and compare every figure")
     ap.add_argument("--reply-caps", choices=("cpu", "none"), default="cpu",
                     help="completion caps of the base-graph stages, as cpu_quality's --paper-reply-caps (cpu: the "
-                         "caps the conv-26 run used, so a runaway reply cannot hold a batch for many minutes)")
+                         "caps the conv-26 run used, so a runaway reply cannot hold a batch for many minutes), "
+                         f"and of the selection replies ({SELECT_CAP_CPU}, our default)")
     ap.add_argument("overrides", nargs="*", help="hydra overrides after --")
     args = ap.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -196,7 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     command += f" --reply-caps {args.reply_caps}" if args.reply_caps != "cpu" else ""
     command += (" -- " + " ".join(args.overrides)) if args.overrides else ""
     # the caps travel with the overrides, which the JSON keeps, so --replay sends the same requests
-    overrides = [*_cpu_quality().paper_cap_overrides(args.reply_caps), *args.overrides]
+    caps = _cpu_quality().paper_cap_overrides(args.reply_caps)
+    caps += [f"retrieval.system2.max_tokens={SELECT_CAP_CPU}"] if args.reply_caps == "cpu" else []
+    overrides = [*caps, *args.overrides]
     if args.summarize:
         result = {**report(args.runs_dir, variants, command + " (re-summarised)"), "overrides": overrides,
                   "host": _cpu_quality().host()}
