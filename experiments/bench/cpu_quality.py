@@ -32,8 +32,11 @@ Long runs (``--experiment cpu_conv26``: several CPU-hours) resume after any stop
 store, the progress files and the response cache hold what is done); ``--summarize <run dir>`` of an unfinished
 run writes a JSON marked ``"status": "partial"`` with the build's progress. ``--archive`` keeps the run's
 response and reranker caches beside the JSON (``<out>.cache.jsonl.gz``, :mod:`mnemis.models.cache_archive`), and
-``--replay`` reruns every mode from that archive with ``cache_mode=replay_only`` (no LLM or reranker call, on any
-machine) and checks that every figure of the JSON comes out the same::
+``--replay`` reruns every mode from that archive with ``cache_mode=replay_only`` (no LLM or reranker call) and
+checks that every figure of the JSON comes out the same. It is exact on a machine like the one that made the
+archive: another CPU's vector kernels or other library versions change embeddings in the last bits, a near-tie in
+a similarity ranking can then build another prompt, and the replay stops at it and prints what differs (the JSON's
+``host``)::
 
     nice -n 10 python experiments/bench/cpu_quality.py --experiment cpu_conv26 --modes paper \\
         --out experiments/results/cpu_quality_conv26.json --archive
