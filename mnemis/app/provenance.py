@@ -125,8 +125,7 @@ def gpu_state() -> dict[str, Any]:
 
 def provenance() -> dict[str, Any]:
     return {"git": git_state(), "versions": versions(), "cpu": cpu_model(), "cpu_features": cpu_features(),
-            **gpu_state(),
-            "platform": platform.platform(), "argv": sys.argv}
+            **gpu_state(), "platform": platform.platform(), "argv": sys.argv}
 
 
 def write_provenance(run_dir: str | Path) -> Path:

@@ -108,7 +108,7 @@ class BM25Index:
                 if pos.size > k:
                     # keep every document scoring at least the k-th best score, ties included: which of
                     # several tied documents argpartition keeps depends on the CPU (numpy's AVX-512 select
-                    # differs from its scalar one), and a machine-dependent top k broke exact replays
+                    # differs from its scalar one), and a machine-dependent top k would break exact replays
                     kth = np.partition(-s[pos], k - 1)[k - 1]
                     pos = pos[-s[pos] <= kth]
                 pos = pos[np.lexsort((pos, -s[pos]))][:k]  # score desc, then document order

@@ -57,7 +57,7 @@ def test_the_heldout_slice_follows_its_rule(locomo):
     assert (n, len(qs)) == (50, 20)
 
 
-def test_a_small_run_of_two_variants_replays(ha, tmp_path, locomo_path):
+def test_a_small_run_of_two_variants_replays(ha, tmp_path, locomo_path, monkeypatch):
     out = tmp_path / "results" / "h.json"
     fake = ["llm=schema_fake", "embedder=hashing", "reranker=cosine", "dataset.slice.sessions=[1,1]",
             "dataset.slice.max_questions=2", "judge.longmemeval_format=reasoned",  # the fake writes schema JSON
@@ -81,14 +81,8 @@ def test_a_small_run_of_two_variants_replays(ha, tmp_path, locomo_path):
     assert json.loads(again.read_text())["overrides"] == saved["overrides"]
     assert saved["host"]["cpu_features"] == json.loads(again.read_text())["host"]["cpu_features"]
     # a replay that stops on a request the archive does not hold says why and exits 1 (no traceback)
-    cq = ha._cpu_quality()
-    real = cq.run_mode
-
     def stops(*args, **kwargs):
         raise subprocess.CalledProcessError(1, ["mnemis", "run"])
 
-    cq.run_mode = stops
-    try:
-        assert ha.main(["--replay", "--out", str(out)]) == 1
-    finally:
-        cq.run_mode = real
+    monkeypatch.setattr(ha._cpu_quality(), "run_mode", stops)
+    assert ha.main(["--replay", "--out", str(out)]) == 1
