@@ -23,8 +23,8 @@ question by question, and each variant against plain paper mode question by ques
 The base-graph stages run under the CPU reply caps the conv-26 run used (``--reply-caps cpu``, the default;
 ``none`` keeps paper mode's schema-sized budgets), and the selection replies under our default budget of
 :data:`SELECT_CAP_CPU` tokens, whose complete selections a cut reply keeps (paper mode's budget is the schema's
-worst case, 12,653 tokens over a flat layer of 73: with a first pick required, the 20 selections of
-``s2_first_pick`` ran for 25 minutes without finishing on 2 cores). ``--archive`` (on by default) keeps the replies beside the JSON (``heldout_ablations.cache.jsonl.gz``); a stopped
+worst case over the whole candidate list: with a first pick required over a flat layer, the selections of
+``s2_first_pick`` did not finish in the time we gave them on 2 cores). ``--archive`` (on by default) keeps the replies beside the JSON (``heldout_ablations.cache.jsonl.gz``); a stopped
 run continues from its cache (``--seed-cache`` loads the archive first, on another machine).
 """
 
