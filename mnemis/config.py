@@ -8,7 +8,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def _conf_dir() -> Path:
+    """The config tree: ``mnemis/conf`` inside an installed wheel, ``conf/`` at the root of a source checkout
+    (pyproject's ``package-dir`` installs the one as the other)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "conf", here.parent / "conf"):
+        if (candidate / "config.yaml").is_file():
+            return candidate
+    raise FileNotFoundError(f"no Mnemis config tree (config.yaml) in {here / 'conf'} or {here.parent / 'conf'}: "
+                            "reinstall the package (pip install mnemis) or run from a source checkout")
+
+
+CONF_DIR = _conf_dir()
 
 
 def _random_model(kind: str, cache_dir: str) -> str:

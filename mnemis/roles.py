@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mnemis.config import drop_fields
+from mnemis.address import drop_fields
 
 log = logging.getLogger(__name__)
 NOT_MODEL_FIELDS = frozenset({"cache_dir", "cache_mode"})  # where replies are cached, not which model
