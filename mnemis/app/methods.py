@@ -8,6 +8,7 @@ its test: nothing here or in the jobs changes.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,10 @@ def _factory(name: str, folder: Path) -> functools.partial:
     factory = instantiate({**node, PARTIAL: True})
     if not (isinstance(factory.func, type) and issubclass(factory.func, Method)):
         raise MethodError(f"{where}.{TARGET}: {node[TARGET]} is not a {Method.__module__}.Method")
+    try:
+        inspect.signature(factory.func).bind(*factory.args, name=name, **factory.keywords)
+    except TypeError as exc:  # a constructor argument the YAML does not give
+        raise MethodError(f"{where}: {exc} of {node[TARGET]}") from None
     return factory
 
 

@@ -75,6 +75,26 @@ def test_a_broken_method_yaml_is_named(tmp_path, text, expected):
     assert expected in str(err.value) and str(tmp_path / "broken") in str(err.value)
 
 
+class Echo(Method):
+    """A method with a constructor argument of its own (for the test below)."""
+
+    def __init__(self, name: str, text: str) -> None:
+        super().__init__(name)
+        self.text = text
+
+    def contexts(self, questions):
+        return MethodContexts([self.text] * len(questions))
+
+
+def test_a_yaml_passes_its_other_keys_to_the_constructor(tmp_path):
+    (tmp_path / "echo.yaml").write_text(f"_target_: {__name__}.Echo\ntext: hello\n")
+    (method,) = make_methods(["echo"], tmp_path)
+    assert isinstance(method, Echo) and (method.name, method.text) == ("echo", "hello")
+    (tmp_path / "mute.yaml").write_text(f"_target_: {__name__}.Echo\n")
+    with pytest.raises(MethodError, match=r"mute.yaml: missing a required argument: 'text' of tests.unit.test_"):
+        check_methods(["mute"], tmp_path)
+
+
 def test_a_peer_method_must_be_one_of_the_peers(tmp_path):
     (tmp_path / "letta.yaml").write_text("_target_: mnemis.baselines.peers.method.PeerMethod\n")
     with pytest.raises(ValueError, match=r"peer method 'letta': the peers are \['graphiti', 'mem0_oss'\]"):
