@@ -24,21 +24,22 @@ from mnemis.address import (  # noqa: F401
     drop_fields,
     memory_address,
 )
+from mnemis.app.methods import MethodError, check_methods, make_methods
 from mnemis.components import _MODELS, Models  # noqa: F401  (_MODELS: the process-level model cache)
 from mnemis.config import to_plain
 from mnemis.data.load import load_dataset
 from mnemis.data.sources import SOURCES, DataDirs, side_file
+from mnemis.method import MethodRun
 from mnemis.roles import check_roles, roles_summary, run_seeds
 from mnemis.scale.shard import sharded_address
 from mnemis.settings import RunSettings, SettingsError, load_settings
 from mnemis.store import GraphStore
-from mnemis.types import Dataset, Question
+from mnemis.types import Dataset
 
 log = logging.getLogger(__name__)
 
 GRAPH_METHODS = {"mnemis"}
 LOCOMO_DATASETS = ("locomo", "locomo_plus")  # LoCoMo's questions: audit and judge stress apply
-METHODS = ("mnemis", "rag", "full_context", "mem0", "mem0g", "graphiti", "mem0_oss")
 
 
 def build_address(plain: dict[str, Any]) -> str:
@@ -137,6 +138,7 @@ def require_built(plain: dict[str, Any], path: Path, methods: Sequence[str]) -> 
 def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = None) -> dict[str, Any]:
     """Every configured method on the built memory: retrieve, answer, judge; then metrics and report."""
     from mnemis.eval.harness import evaluate_method, finalize_run
+    from mnemis.eval.route_recall import route_recall
     from mnemis.eval.tracking import make_tracker
     from mnemis.prompts.answer import answer_prompt_for
 
@@ -166,20 +168,27 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
     timings: dict[str, float] = {}
     recall: dict[str, Any] = {}
     with GraphStore(path) as store:
-        for method in methods:
+        run = MethodRun(settings, models, data, store, artifact_dir(plain))
+        for method in make_methods(methods):
             t0 = time.perf_counter()
-            contexts, retrieved = _method_contexts(method, settings, store, data, questions, models, out, recall)
+            method.prepare(run)
+            got = method.contexts(questions)
+            got.check(method.name, questions)
+            for name, text in got.files.items():
+                (out / name).write_text(text, encoding="utf-8")
+            if got.recall_routes:
+                recall.update(route_recall(store, questions, got.recall_routes))
             for seed in seeds:  # retrieval once; answering and judging once per seed
                 evaluate_method(
-                    method=method, questions=questions, contexts=contexts, answer_llm=models.answer_llm,
-                    judges=judges, run_dir=out, retrieved=retrieved, seed=seed, audit=audit,
+                    method=method.name, questions=questions, contexts=got.texts, answer_llm=models.answer_llm,
+                    judges=judges, run_dir=out, retrieved=got.retrieved, seed=seed, audit=audit,
                     answer_max_tokens=answer_cfg.max_tokens,
-                    answer_prompt=answer_prompt_for(answer_cfg, method),
+                    answer_prompt=answer_prompt_for(answer_cfg, method.name),
                     answer_temperature=answer_cfg.temperature,
                     judge_max_tokens=judge_cfg.max_tokens,  # an int or "auto" (the schema's worst case)
                     graded_settings=judge_cfg.graded,  # BEAM / LoCoMo-Plus scorers (mnemis.eval.graded)
                 )
-            timings[method] = round(time.perf_counter() - t0, 2)
+            timings[method.name] = round(time.perf_counter() - t0, 2)
         from mnemis.eval.explorer import GRAPH_FILE, graph_snapshot
 
         _write(out / GRAPH_FILE, graph_snapshot(store, questions))  # names, hierarchy, evidence for report.html
@@ -208,57 +217,6 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
     if own_tracker:
         tracker.finish()
     return {"metrics": metrics, "timings": timings, "report": str(out / "report.md")}
-
-
-def _method_contexts(
-    method: str, settings: RunSettings, store: GraphStore, data: Dataset, questions: list[Question],
-    models: Models, out: Path, recall: dict[str, Any],
-) -> tuple[list[str], list[Any] | None]:
-    plain = settings.plain()
-    if method == "full_context":
-        from mnemis.baselines.full_context import full_context
-
-        answer_node = plain.get("answer_llm") or plain["llm"]
-        max_len = int(answer_node.get("backend", {}).get("max_model_len") or 8192)
-        fc = full_context(data.episodes, questions, max_model_len=max_len, llm=models.answer_llm)
-        _write(out / "full_context.json", fc.summary())
-        return fc.contexts, None
-    if method == "rag":
-        from mnemis.baselines.rag import rag_contexts
-        from mnemis.eval.route_recall import route_recall
-
-        contexts, retrieved = rag_contexts(store, models.embedder, questions, settings.retrieval.system1)
-        recall["rag"] = route_recall(store, questions, {"rag": retrieved})["rag"]
-        return contexts, retrieved
-    if method in ("graphiti", "mem0_oss"):  # the peer libraries themselves (pip install -e ".[peers]")
-        from mnemis.baselines.peers import run_peer
-
-        view = {"method": method, "peers": drop_fields(plain.get("peers"), frozenset({"server_log"})),
-                **{k: plain.get(k) for k in ("dataset", "llm", "embedder")}}
-        work = artifact_dir(plain) / f"{method}-{config_hash(view, sorted(view))}"
-        reranker = plain.get("reranker") if method == "graphiti" else None  # built in the peer's own process
-        run = run_peer(method, data, questions, plain.get("peers") or {}, plain["llm"], plain["embedder"], reranker,
-                       work)
-        _write(out / f"{method}_stats.json", run.summary())
-        return run.contexts, None
-    if method in ("mem0", "mem0g"):
-        from mnemis.baselines.mem0.pipeline import run_mem0
-
-        view = build_view(plain, [method], prompts="mem0")  # its settings and prompts address its memory
-        work = artifact_dir(plain) / f"{method}-{config_hash(view, sorted(view))}"
-        run = run_mem0(data, models.llm, models.embedder, plain[method], work)
-        _write(out / f"{method}_stats.json", run.stats)
-        return run.contexts, run.retrieved
-    # mnemis: System-1 + System-2 + fusion over the built graph
-    from mnemis.eval.route_recall import route_recall
-    from mnemis.memory import Memory
-
-    res = Memory(settings, models=models, store=store).retrieve(questions)
-    res.save(out)
-    if settings.retrieval.fusion.scorer == "reranker" and hasattr(models.reranker, "stats"):
-        _write(out / "rerank_cache.json", models.reranker.stats.to_dict())
-    recall.update({f"mnemis/{k}": v for k, v in route_recall(store, questions, res.routes()).items()})
-    return res.texts, res.contexts
 
 
 def print_summary(result: dict[str, Any]) -> None:
@@ -316,9 +274,10 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         print(f"report: {path}\nexplorer: {Path(run_dir) / HTML_FILE}")
         return {"report": str(path)}
     methods = list(plain.get("methods") or [])
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown or not methods:
-        raise SystemExit(f"mnemis {command}: methods={methods}: choose one or more of {list(METHODS)}")
+    try:
+        check_methods(methods)  # every unknown or ill-configured method at once, before any model loads
+    except MethodError as exc:
+        raise SystemExit(f"mnemis {command}: methods={methods}: {exc}") from None
     try:
         settings = load_settings(plain)  # the config read once: every bad key reported at once
     except SettingsError as exc:

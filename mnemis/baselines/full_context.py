@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mnemis.method import Method, MethodContexts, json_file
 from mnemis.render import format_episode, sort_episodes
 from mnemis.types import Episode, Question
 
@@ -141,3 +142,16 @@ def full_context(
         log.warning("full context: history truncated to %d tokens (oldest episodes dropped) for %d questions "
                     "in %d groups", budget, result.n_truncated, len(groups))
     return result
+
+
+class FullContextMethod(Method):
+    """``full_context`` (``conf/method/full_context.yaml``): :func:`full_context` in the answer model's window
+    (``answer_llm``, else ``llm``: its ``backend.max_model_len``, 8,192 when unset), counted with its tokenizer;
+    the truncation counts go to ``full_context.json``."""
+
+    def contexts(self, questions: Sequence[Question]) -> MethodContexts:
+        run = self.run
+        answer_node = run.settings.answer_llm or run.settings.llm
+        max_len = int(answer_node.get("backend", {}).get("max_model_len") or 8192)
+        fc = full_context(run.data.episodes, questions, max_model_len=max_len, llm=run.models.answer_llm)
+        return MethodContexts(fc.contexts, files={f"{self.name}.json": json_file(fc.summary())})

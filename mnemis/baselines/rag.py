@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mnemis.method import Method, MethodContexts
 from mnemis.render import render_episodes
 from mnemis.types import Question, RetrievedContext
 
@@ -39,3 +40,19 @@ def rag_contexts(
     searcher = System1(store, embedder, **kw)
     retrieved = searcher.search(list(questions))
     return render_episode_hits(store, retrieved), retrieved
+
+
+class RagMethod(Method):
+    """``rag`` (``conf/method/rag.yaml``): :func:`rag_contexts` with the run's System-1 settings and embedder; its
+    hits' evidence recall is reported under the method's name."""
+
+    def system1(self) -> Any:
+        """The System-1 settings this method searches with (the run's)."""
+        return self.run.settings.retrieval.system1
+
+    def embedder(self) -> Any:
+        return self.run.models.embedder
+
+    def contexts(self, questions: Sequence[Question]) -> MethodContexts:
+        texts, retrieved = rag_contexts(self.run.store, self.embedder(), questions, self.system1())
+        return MethodContexts(texts, retrieved, recall_routes={self.name: retrieved})

@@ -48,7 +48,7 @@ GRAPH_KINDS = ("triples", "graphiti")
 
 @dataclass
 class Mem0Config:
-    """Settings of the Mem0 / Mem0g baseline (the keys of ``conf/method/mem0*.yaml``).
+    """Settings of the Mem0 / Mem0g baseline (the keys of ``conf/mem0/mem0*.yaml``).
 
     Attributes:
         m: earlier messages shown with each pair in the extraction prompt.
