@@ -431,7 +431,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="with --summarize: keep the modes of --out that are not re-read (marked kept_from: the "
                          "command that measured them)")
     ap.add_argument("--archive", action="store_true",
-                    help="after the run, keep its response and reranker caches as <out stem>.cache.jsonl.gz")
+                    help="after the run, keep its caches (replies, reranker scores, embeddings, token counts) as "
+                         "<out stem>.cache.jsonl.gz; with --replay: after a replay that reproduced every figure, "
+                         "write its cache back as the archive (adding the embeddings and token counts an older "
+                         "archive lacks) and record the replay in the JSON")
     ap.add_argument("--seed-cache", action="store_true",
                     help="before running, load the archive beside --out (<out stem>.cache.jsonl.gz, when present) into "
                          "the run's cache dir: a run stopped on another machine continues where it was")
@@ -441,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("overrides", nargs="*", help="hydra overrides after --, e.g. dataset.slice.sessions=[1,1]")
     args = ap.parse_args(argv)
     if args.replay:
-        return replay(args.out, args.runs_dir)
+        return replay(args.out, args.runs_dir, rearchive_to=args.archive)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in ("tuned", "paper")]
     if unknown:
@@ -561,8 +564,51 @@ def replay_stopped(mode: str, returncode: int, made_on: dict[str, Any], here: di
     return "\n".join(lines)
 
 
-def replay(out: Path, runs_dir: Path) -> int:
-    """Rerun every mode of ``out`` from its cache archive with ``cache_mode=replay_only`` and compare figures."""
+_BUILT = re.compile(r"built (\w+) in [\d.]+ s|(starting the vLLM engine)")
+
+
+def models_loaded(run_dirs: Sequence[Path]) -> list[str]:
+    """The models the runs in ``run_dirs`` built weights for, from their logs: the embedder or reranker (built on a
+    miss of its cache only) and ``llm engine`` (a vLLM engine started; a replay builds the LLM client lazily)."""
+    found: set[str] = set()
+    for d in run_dirs:
+        log = Path(d) / "mnemis.log"
+        for m in _BUILT.finditer(log.read_text(errors="replace") if log.is_file() else ""):
+            found.add("llm engine" if m.group(2) else m.group(1))
+    return sorted(found - {"llm", "selector_llm", "answer_llm"})
+
+
+def replay_record(run_dirs: Sequence[Path], archive: Path, counts: dict[str, int] | None) -> dict[str, Any]:
+    """What a replay that reproduced every figure measured: this machine, the torch kernel path and thread settings
+    it ran under, the models it had to load, and (``counts``: it re-archived) the archive's entries and size."""
+    env = {k: os.environ.get(k) for k in ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE")}
+    rec: dict[str, Any] = {"every_figure_reproduced": True, "host": host(),
+                           "env": {k: v for k, v in env.items() if v is not None},
+                           "models_loaded": models_loaded(run_dirs)}
+    if counts is not None:
+        rec["archive"] = {"file": os.path.relpath(archive, REPO), "bytes": archive.stat().st_size, **counts}
+    return rec
+
+
+def rearchive(out: Path, work_cache: Path, run_dirs: Sequence[Path]) -> dict[str, Any]:
+    """After a replay that reproduced every figure: write its cache (the archive's replies plus the embeddings and
+    token counts the replay recorded) back as the archive, and the replay's record into ``out``'s JSON."""
+    from mnemis.models.cache_archive import export_archive
+
+    archive = archive_path(out)
+    counts = export_archive(work_cache, archive)
+    saved = json.loads(out.read_text())
+    saved["cache_archive"] = {"file": os.path.relpath(archive, REPO), **counts}
+    saved["replay"] = replay_record(run_dirs, archive, counts)
+    out.write_text(json.dumps(saved, indent=2, default=str) + "\n")
+    print(f"re-archived {archive} ({archive.stat().st_size:,} bytes: {counts}); replay recorded in {out}")
+    return saved["replay"]
+
+
+def replay(out: Path, runs_dir: Path, *, rearchive_to: bool = False) -> int:
+    """Rerun every mode of ``out`` from its cache archive with ``cache_mode=replay_only`` and compare figures;
+    ``rearchive_to``: when every figure came out the same, keep the replay's cache as the archive
+    (:func:`rearchive`)."""
     import tempfile
 
     from mnemis.models.cache_archive import import_archive
@@ -601,7 +647,10 @@ def replay(out: Path, runs_dir: Path) -> int:
             (work / f"replayed_{mode}.json").write_text(json.dumps(now, indent=2, default=str))
     if diffs:
         print(f"replayed summaries kept in {work}")
-    return 1 if diffs else 0
+        return 1
+    if rearchive_to:
+        rearchive(out, work / "cache", [work / "runs" / m for m in saved["modes"]])
+    return 0
 
 
 if __name__ == "__main__":

@@ -217,10 +217,13 @@ def _method_contexts(
     plain = settings.plain()
     if method == "full_context":
         from mnemis.baselines.full_context import full_context
+        from mnemis.models.token_counts import recorded_counter
 
         answer_node = plain.get("answer_llm") or plain["llm"]
         max_len = int(answer_node.get("backend", {}).get("max_model_len") or 8192)
-        fc = full_context(data.episodes, questions, max_model_len=max_len, llm=models.answer_llm)
+        # counts recorded beside the response cache: a replay needs no tokenizer
+        fc = full_context(data.episodes, questions, max_model_len=max_len, llm=models.answer_llm,
+                          count_tokens=recorded_counter(models.answer_llm))
         _write(out / "full_context.json", fc.summary())
         return fc.contexts, None
     if method == "rag":
