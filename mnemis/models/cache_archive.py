@@ -3,10 +3,11 @@
 The LLM response cache (``<cache_dir>/llm/responses.sqlite``: every request's final outcome, keyed by model,
 prompt, schema and sampling), the token counts recorded beside it (``llm/token_counts.sqlite``,
 :mod:`mnemis.models.token_counts`), the reranker score cache (``<cache_dir>/rerank/rerank.sqlite``) and the
-embedding cache (``<cache_dir>/embed/embed.sqlite``: float32 vectors, :mod:`mnemis.models.embed_cache`), with the
+embedding cache (``<cache_dir>/embed/embed.sqlite``: each embedding call's float32 matrix,
+:mod:`mnemis.models.embed_cache`), with the
 model identities of the embedder and reranker nodes (:mod:`mnemis.models.cache_identity`), hold everything the
 models said and every float a replay would otherwise recompute. :func:`export_archive` writes them as
-gzip-compressed JSON lines (a vector as base64 of its little-endian float32 bytes); :func:`import_archive` loads
+gzip-compressed JSON lines (an embedding call's matrix as base64 of its little-endian float32 bytes); :func:`import_archive` loads
 them into a fresh cache dir, after which ``cache_mode=replay_only`` reruns the whole run with no LLM or reranker
 call and no embedding computed (so no model is loaded, and the CPU's vector kernels do not matter) and reproduces
 every figure.
@@ -50,8 +51,9 @@ def _rows(db: Path, sql: str) -> list[tuple]:
 def _extra_rows(cache_dir: Path) -> list[dict[str, Any]]:
     """The archive lines of the embeddings, token counts and model identities of ``cache_dir``, sorted."""
     out: list[dict[str, Any]] = []
-    for key, dim, vec in _rows(cache_dir / EMBED_DB, "SELECT key, dim, vec FROM vectors ORDER BY key"):
-        out.append({"kind": "embed", "key": key, "dim": int(dim), "vec": base64.b64encode(bytes(vec)).decode("ascii")})
+    for key, n, dim, vecs in _rows(cache_dir / EMBED_DB, "SELECT key, n, dim, vecs FROM calls ORDER BY key"):
+        out.append({"kind": "embed", "key": key, "n": int(n), "dim": int(dim),
+                    "vecs": base64.b64encode(bytes(vecs)).decode("ascii")})
     for key, n in _rows(cache_dir / TOKENS_DB, "SELECT key, n FROM counts ORDER BY key"):
         out.append({"kind": "tokens", "key": key, "n": int(n)})
     for cache, db in _IDENTITY_DBS.items():
@@ -137,10 +139,10 @@ def import_archive(path: str | Path, cache_dir: str | Path) -> dict[str, int]:
 def _checked(row: dict[str, Any]) -> dict[str, Any]:
     """An embedding, token-count or identity line with its fields checked (ValueError/KeyError/TypeError)."""
     if row["kind"] == "embed":
-        vec = base64.b64decode(row["vec"], validate=True)
-        if len(vec) != 4 * int(row["dim"]):
-            raise ValueError(f"embedding {row['key'][:16]}: {len(vec)} bytes for dim {row['dim']}")
-        return {"kind": "embed", "key": str(row["key"]), "dim": int(row["dim"]), "vec": vec}
+        vecs = base64.b64decode(row["vecs"], validate=True)
+        if len(vecs) != 4 * int(row["n"]) * int(row["dim"]):
+            raise ValueError(f"embedding {row['key'][:16]}: {len(vecs)} bytes for {row['n']} x {row['dim']} float32")
+        return {"kind": "embed", "key": str(row["key"]), "n": int(row["n"]), "dim": int(row["dim"]), "vecs": vecs}
     if row["kind"] == "tokens":
         n = row["n"]
         if not isinstance(n, int) or n < 0:
@@ -159,8 +161,8 @@ def _load_extra(rows: list[dict[str, Any]], cache_dir: Path) -> None:
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_kind.setdefault(r["kind"] if r["kind"] != "identity" else "identity:" + r["cache"], []).append(r)
-    targets = {"embed": (EMBED_DB, embed_cache.SCHEMA, "INSERT OR REPLACE INTO vectors (key, dim, vec) VALUES (?, ?, ?)",
-                         lambda r: (r["key"], r["dim"], r["vec"])),
+    targets = {"embed": (EMBED_DB, embed_cache.SCHEMA, "INSERT OR REPLACE INTO calls (key, n, dim, vecs) VALUES (?, ?, ?, ?)",
+                         lambda r: (r["key"], r["n"], r["dim"], r["vecs"])),
                "tokens": (TOKENS_DB, token_counts.SCHEMA, "INSERT OR REPLACE INTO counts (key, n) VALUES (?, ?)",
                           lambda r: (r["key"], r["n"])),
                **{f"identity:{c}": (db, cache_identity.SCHEMA,

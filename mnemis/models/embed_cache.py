@@ -1,15 +1,17 @@
 """Embeddings cached on disk, so a replay computes no vector and is exact on any CPU.
 
-:class:`CachedEmbedder` wraps any embedder (``model_id``, ``dim``, ``encode(texts, kind=...)``). Each call looks
-every text up in a SQLite file keyed by sha256(embedder identity, kind, text); a call with a text not stored goes
-to the wrapped model whole, as it would without the cache, and the new vectors are stored. The vectors are stored as the float32 bytes the model returned, so a later run (or a replay
-from a run's archive, :mod:`mnemis.models.cache_archive`) gets bit-identical vectors whatever the CPU's vector
-kernels, thread count or library versions. The identity is the wrapped embedder's ``model_id`` (a name plus a
-hash of the weight files and the output size) plus the settings that change a vector (query instruction, query
-precision, normalisation).
+:class:`CachedEmbedder` wraps any embedder (``model_id``, ``dim``, ``encode(texts, kind=...)``). A vector depends
+in its last bits on the batch it was computed in (padding to the batch's longest text changes the matrix shapes and
+so the kernels' summation order) as well as on the CPU's vector kernels, thread count and library versions. So the
+cache keeps each ``encode`` call whole: the key is sha256(embedder identity, kind, the call's texts in order), the
+value the float32 matrix the model returned. A later run that makes the same call (a replay from a run's archive,
+:mod:`mnemis.models.cache_archive`) gets the bit-identical matrix whatever machine it runs on, and a run without the
+cache would have computed exactly that matrix on the machine that made it. The identity is the wrapped embedder's
+``model_id`` (a name plus a hash of the weight files and the output size) plus the settings that change a vector
+(query instruction, query precision, normalisation).
 
 The wrapped embedder may be given as a zero-argument factory: it is then built only on the first miss, so a
-replay whose vectors are all archived loads no weights.
+replay whose calls are all archived loads no weights.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ import numpy as np
 
 from mnemis.store.connection import SQLiteFile
 
-SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, dim INTEGER NOT NULL, vec BLOB NOT NULL)"
-_LOOKUP_CHUNK = 500
+SCHEMA = ("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, n INTEGER NOT NULL, dim INTEGER NOT NULL, "
+          "vecs BLOB NOT NULL)")
 _IDENTITY_ATTRS = ("query_instruction", "query_precision", "normalize", "dim")
 
 
@@ -38,21 +40,21 @@ def embedder_identity(embedder: Any) -> str:
     return json.dumps(parts, sort_keys=True, default=str)
 
 
-def text_key(identity: str, kind: str, text: str) -> str:
-    blob = json.dumps([identity, kind, text], ensure_ascii=False, separators=(",", ":"))
+def call_key(identity: str, kind: str, texts: Sequence[str]) -> str:
+    blob = json.dumps([identity, kind, list(texts)], ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def pack(vec: np.ndarray) -> bytes:
-    """A vector as little-endian float32 bytes (the archive's and the cache's form)."""
-    return np.ascontiguousarray(vec, dtype="<f4").tobytes()
+def pack(matrix: np.ndarray) -> bytes:
+    """A matrix as little-endian float32 bytes, row by row (the cache's and the archive's form)."""
+    return np.ascontiguousarray(matrix, dtype="<f4").tobytes()
 
 
-def unpack(blob: bytes, dim: int) -> np.ndarray:
-    vec = np.frombuffer(blob, dtype="<f4")
-    if vec.shape[0] != dim:
-        raise ValueError(f"stored vector has {vec.shape[0]} values, its row says {dim}")
-    return vec.astype(np.float32)
+def unpack(blob: bytes, n: int, dim: int) -> np.ndarray:
+    flat = np.frombuffer(blob, dtype="<f4")
+    if flat.shape[0] != n * dim:
+        raise ValueError(f"stored call has {flat.shape[0]} values, its row says {n} x {dim}")
+    return flat.reshape(n, dim).astype(np.float32)
 
 
 class CachedEmbedder:
@@ -126,39 +128,21 @@ class CachedEmbedder:
             db.close()
 
     def encode(self, texts: Sequence[str], *, kind: str = "document") -> np.ndarray:
-        """Vectors in input order: all stored ones when every text is stored, else what the wrapped embedder
-        returns for the whole call (the batch it would have seen without a cache: a vector can depend on its
-        batch in the last bits), the new texts' vectors stored (a text keeps its first vector)."""
+        """The matrix the wrapped embedder returns for this call: the stored one when this exact call (same texts,
+        same order, same kind) was made before, else computed now and stored."""
         texts = [str(t) for t in texts]
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        keys = [text_key(self.identity, kind, t) for t in texts]
-        uniq = list(dict.fromkeys(keys))
-        known = self._lookup(uniq)
-        if len(known) == len(uniq):
-            self.hits += len(keys)
-            return np.stack([known[k] for k in keys]).astype(np.float32, copy=False)
+        key = call_key(self.identity, kind, texts)
+        rows = self._db._rows("SELECT n, dim, vecs FROM calls WHERE key = ?", [key])
+        if rows:
+            self.hits += len(texts)
+            return unpack(rows[0][2], int(rows[0][0]), int(rows[0][1]))
         fresh = np.asarray(self.inner.encode(texts, kind=kind), dtype=np.float32)
         if fresh.ndim != 2 or fresh.shape[0] != len(texts):
             raise RuntimeError(f"embedder {self.model_id} returned shape {fresh.shape} for {len(texts)} texts")
-        new: dict[str, np.ndarray] = {}
-        for k, vec in zip(keys, fresh):
-            if k not in known:
-                new.setdefault(k, vec)
-        self._store(new)
+        with self._db.transaction() as cur:
+            cur.execute("INSERT OR REPLACE INTO calls (key, n, dim, vecs) VALUES (?, ?, ?, ?)",
+                        (key, fresh.shape[0], fresh.shape[1], pack(fresh)))
         self.computed += len(texts)
         return fresh
-
-    def _lookup(self, keys: list[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for s in range(0, len(keys), _LOOKUP_CHUNK):
-            chunk = keys[s : s + _LOOKUP_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for key, dim, blob in self._db._rows(f"SELECT key, dim, vec FROM vectors WHERE key IN ({marks})", chunk):
-                out[key] = unpack(blob, int(dim))
-        return out
-
-    def _store(self, vecs: dict[str, np.ndarray]) -> None:
-        with self._db.transaction() as cur:
-            cur.executemany("INSERT OR IGNORE INTO vectors (key, dim, vec) VALUES (?, ?, ?)",
-                            [(k, int(v.shape[0]), pack(v)) for k, v in vecs.items()])

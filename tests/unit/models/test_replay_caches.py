@@ -1,5 +1,5 @@
-"""What a replay would otherwise recompute with floats or a tokenizer is cached and archived: embeddings (bit-exact,
-the model built only on a miss), reranker identities, token counts; a replay from the archive builds no model."""
+"""What a replay would otherwise recompute with floats or a tokenizer is cached and archived: embedding calls
+(bit-exact, the model built only on a miss), reranker identities, token counts; a replay from the archive builds no model."""
 
 from __future__ import annotations
 
@@ -35,19 +35,19 @@ class _Noisy:
         return base + np.float32(1e-7) * self.calls
 
 
-def test_vectors_are_computed_once_and_reused_bit_for_bit(tmp_path):
+def test_a_call_is_computed_once_and_replayed_bit_for_bit(tmp_path):
     inner = _Noisy()
     first = CachedEmbedder(inner, tmp_path).encode(["a b", "c", "a b"], kind="document")
     assert inner.calls == 1 and first.dtype == np.float32 and first.shape == (3, 8)
-    again = CachedEmbedder(inner, tmp_path).encode(["c", "a b"], kind="document")
-    assert inner.calls == 1 and again.tobytes() == first[[1, 0]].tobytes()
-    # another kind is another vector; a call with one new text goes to the model whole (the batch it would see
-    # without a cache) and keeps the vectors already stored
+    again = CachedEmbedder(inner, tmp_path).encode(["a b", "c", "a b"], kind="document")
+    assert inner.calls == 1 and again.tobytes() == first.tobytes()
+    # a vector can depend on its batch: another call (other texts, order or kind) is computed as it comes, and
+    # keeps its own result, so each call replays as it was made
+    reordered = CachedEmbedder(inner, tmp_path).encode(["c", "a b"], kind="document")
     CachedEmbedder(inner, tmp_path).encode(["c"], kind="query")
-    mixed = CachedEmbedder(inner, tmp_path).encode(["c", "new"], kind="document")
-    assert inner.calls == 3 and mixed[0].tobytes() != first[1].tobytes()
-    assert CachedEmbedder(inner, tmp_path).encode(["c"], kind="document").tobytes() == first[1].tobytes()
-    assert CachedEmbedder(inner, tmp_path).encode([], kind="document").shape == (0, 8)
+    assert inner.calls == 3 and reordered[0].tobytes() != first[1].tobytes()
+    assert CachedEmbedder(inner, tmp_path).encode(["c", "a b"]).tobytes() == reordered.tobytes()
+    assert inner.calls == 3 and CachedEmbedder(inner, tmp_path).encode([], kind="document").shape == (0, 8)
 
 
 def test_identity_keys_the_vectors(tmp_path):
@@ -115,7 +115,7 @@ def test_the_archive_carries_vectors_counts_and_identities_and_the_replay_loads_
     vecs = CachedEmbedder.for_node(node, lambda: inner, src / "embed").encode(["a b", "c"], kind="query")
     recorded_counter(LLM(ScriptedBackend(lambda r: "x"), cache_dir=src / "llm"))(["a line"])
     counts = export_archive(src, tmp_path / "a.cache.jsonl.gz")
-    assert counts == {"llm": 0, "rerank": 0, "embed": 2, "tokens": 1, "identity": 1}
+    assert counts == {"llm": 0, "rerank": 0, "embed": 1, "tokens": 1, "identity": 1}
     assert import_archive(tmp_path / "a.cache.jsonl.gz", dst) == counts
     lazy = CachedEmbedder.for_node(node, lambda: pytest.fail("a replay must not build the embedder"), dst / "embed")
     assert lazy.encode(["a b", "c"], kind="query").tobytes() == vecs.tobytes()
@@ -123,8 +123,9 @@ def test_the_archive_carries_vectors_counts_and_identities_and_the_replay_loads_
     assert replay(["a line"]) == [2]
     # a vector whose bytes do not match its size is refused, naming the line
     bad = tmp_path / "bad.cache.jsonl.gz"
-    bad.write_bytes(gzip.compress((json.dumps({"kind": "embed", "key": "k", "dim": 3, "vec": "AAAA"}) + "\n").encode()))
-    with pytest.raises(ValueError, match=r"bad\.cache\.jsonl\.gz: line 1: embedding k: 3 bytes for dim 3"):
+    row = {"kind": "embed", "key": "k", "n": 1, "dim": 3, "vecs": "AAAA"}
+    bad.write_bytes(gzip.compress((json.dumps(row) + "\n").encode()))
+    with pytest.raises(ValueError, match=r"bad\.cache\.jsonl\.gz: line 1: embedding k: 3 bytes for 1 x 3 float32"):
         import_archive(bad, tmp_path / "x")
 
 
