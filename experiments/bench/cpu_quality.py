@@ -569,6 +569,9 @@ def replay_stopped(mode: str, returncode: int, made_on: dict[str, Any], here: di
     return "\n".join(lines)
 
 
+# the settings that choose the CPU kernels and threads of torch, oneDNN, MKL, OpenBLAS and numpy (a replay records them)
+KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE",
+              "NPY_DISABLE_CPU_FEATURES", "OMP_NUM_THREADS")
 _BUILT = re.compile(r"built (\w+) in [\d.]+ s|(starting the vLLM engine)")
 
 
@@ -586,7 +589,7 @@ def models_loaded(run_dirs: Sequence[Path]) -> list[str]:
 def replay_record(run_dirs: Sequence[Path], archive: Path, counts: dict[str, int] | None) -> dict[str, Any]:
     """What a replay that reproduced every figure measured: this machine, the torch kernel path and thread settings
     it ran under, the models it had to load, and (``counts``: it re-archived) the archive's entries and size."""
-    env = {k: os.environ.get(k) for k in ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE")}
+    env = {k: os.environ.get(k) for k in KERNEL_ENV}
     rec: dict[str, Any] = {"every_figure_reproduced": True, "host": host(),
                            "env": {k: v for k, v in env.items() if v is not None},
                            "models_loaded": models_loaded(run_dirs)}
@@ -603,8 +606,11 @@ def rearchive(out: Path, work_cache: Path, run_dirs: Sequence[Path]) -> dict[str
     archive = archive_path(out)
     counts = export_archive(work_cache, archive)
     saved = json.loads(out.read_text())
+    before = {k: v for k, v in (saved.get("cache_archive") or {}).items() if k != "file"}
     saved["cache_archive"] = {"file": os.path.relpath(archive, REPO), **counts}
-    saved["replay"] = replay_record(run_dirs, archive, counts)
+    if saved.get("replay"):  # an earlier replay's record stays, oldest first
+        saved["earlier_replays"] = [*saved.get("earlier_replays", []), saved["replay"]]
+    saved["replay"] = {**replay_record(run_dirs, archive, counts), "archive_before": before}
     out.write_text(json.dumps(saved, indent=2, default=str) + "\n")
     print(f"re-archived {archive} ({archive.stat().st_size:,} bytes: {counts}); replay recorded in {out}")
     return saved["replay"]

@@ -11,6 +11,7 @@ import pytest
 from tests.helpers.bench import load_bench
 
 pytestmark = pytest.mark.integration
+NUMPY_AVX512 = "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR"
 
 
 def test_a_replay_reproduces_every_figure_under_two_kernel_paths_and_thread_counts(tmp_path, locomo_path,
@@ -27,11 +28,14 @@ def test_a_replay_reproduces_every_figure_under_two_kernel_paths_and_thread_coun
     assert made["cache_archive"]["embed"] > 0 and made["cache_archive"]["tokens"] > 0
     assert made["cache_archive"]["identity"] == 2  # the embedder's and the reranker's
     assert "embedder" in cq.models_loaded([tmp_path / "runs" / "tuned"])  # the run itself embedded
-    for capability, threads in (("default", "1"), (None, "2")):  # torch's scalar kernels vs this CPU's best
-        if capability is None:
-            monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
-        else:
-            monkeypatch.setenv("ATEN_CPU_CAPABILITY", capability)
+    # torch's scalar kernels, numpy's and the BLAS libraries' without AVX-512, one thread; then this CPU's best, two
+    plain = {"ATEN_CPU_CAPABILITY": "default", "NPY_DISABLE_CPU_FEATURES": NUMPY_AVX512,
+             "OPENBLAS_CORETYPE": "Haswell", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    for env, threads in ((plain, "1"), ({}, "2")):
+        for key in plain:
+            monkeypatch.delenv(key, raising=False)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
         monkeypatch.setenv("OMP_NUM_THREADS", threads)
         assert cq.main(["--replay", "--archive", "--out", str(out)]) == 0
         replayed = json.loads(out.read_text())
