@@ -379,8 +379,10 @@ def summarize(run_dir: Path) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ running
-def run_mode(mode: str, experiment: str, run_dir: Path, overrides: Sequence[str]) -> float:
-    """``mnemis run experiment=... mode=...`` into ``run_dir``; returns its wall seconds."""
+def run_mode(mode: str, experiment: str, run_dir: Path, overrides: Sequence[str],
+             stderr_path: Path | None = None) -> float:
+    """``mnemis run experiment=... mode=...`` into ``run_dir``; returns its wall seconds. ``stderr_path``: the
+    run's standard error goes to that file (a replay reads why it stopped there)."""
     if mode == "paper" and not any(o.lstrip("+").startswith("judge_llms.paper") for o in overrides):
         # the paper judged with GPT-4.1-mini, which this machine cannot reach: judge with the model under test
         # (as the tuned mode does), so the two modes differ only in the method
@@ -391,7 +393,12 @@ def run_mode(mode: str, experiment: str, run_dir: Path, overrides: Sequence[str]
            "WANDB_ERROR_REPORTING": "false"}
     print("+", " ".join(cmd), flush=True)
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=REPO, env=env, check=True)
+    if stderr_path is None:
+        subprocess.run(cmd, cwd=REPO, env=env, check=True)
+    else:
+        Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(stderr_path, "w") as err:
+            subprocess.run(cmd, cwd=REPO, env=env, check=True, stderr=err)
     return time.perf_counter() - t0
 
 
@@ -598,6 +605,29 @@ def replay_record(run_dirs: Sequence[Path], archive: Path, counts: dict[str, int
     return rec
 
 
+_MISS = re.compile(r"replay_only cache miss in stage '([^']+)': (\d+) request\(s\) have no stored response "
+                   r"\(first key (\w+)")
+
+
+def replay_misses(files: Sequence[Path]) -> list[dict[str, Any]]:
+    """The cache misses a replay's logs name (stage, requests, first key), each once, in order."""
+    found: dict[tuple, dict[str, Any]] = {}
+    for f in files:
+        for m in _MISS.finditer(Path(f).read_text(errors="replace") if Path(f).is_file() else ""):
+            found.setdefault(m.groups(), {"stage": m.group(1), "requests": int(m.group(2)), "first_key": m.group(3)})
+    return list(found.values())
+
+
+def record_failed_replay(out: Path, misses: dict[str, list[dict[str, Any]]], run_dirs: Sequence[Path]) -> None:
+    """Keep a replay that did not reproduce every figure in ``out``'s JSON (``replay_attempts``: this machine, its
+    kernel settings and, per mode or variant, the requests the archive did not hold); the archive is left as it is."""
+    saved = json.loads(out.read_text())
+    rec = {**replay_record(run_dirs, archive_path(out), None), "every_figure_reproduced": False, "misses": misses}
+    saved["replay_attempts"] = [*saved.get("replay_attempts", []), rec]
+    out.write_text(json.dumps(saved, indent=2, default=str) + "\n")
+    print(f"the failed replay is recorded in {out} (replay_attempts)")
+
+
 def rearchive(out: Path, work_cache: Path, run_dirs: Sequence[Path]) -> dict[str, Any]:
     """After a replay that reproduced every figure: write its cache (the archive's replies plus the embeddings and
     token counts the replay recorded) back as the archive, and the replay's record into ``out``'s JSON."""
@@ -631,7 +661,7 @@ def replay(out: Path, runs_dir: Path, *, rearchive_to: bool = False) -> int:
     work = Path(tempfile.mkdtemp(prefix="cpu_quality_replay_", dir=runs_dir.parent if runs_dir.parent.is_dir() else None))
     counts = import_archive(archive, work / "cache")
     print(f"replaying {counts['llm']} LLM replies and {counts['rerank']} reranker scores from {archive}")
-    diffs = []
+    diffs, killed = [], False  # killed: a run stopped by a signal says nothing about the archive
     for mode, was in saved["modes"].items():
         if was.get("kept_from"):  # measured by an earlier run whose replies the archive need not hold
             print(f"{mode}: kept from an earlier run ({was['kept_from']}); not replayed")
@@ -644,10 +674,12 @@ def replay(out: Path, runs_dir: Path, *, rearchive_to: bool = False) -> int:
                      f"paths.cache_dir={work / 'cache'}",
                      f"paths.artifacts_dir={work / 'artifacts'}"]
         try:
-            run_mode(mode, saved["experiment"], work / "runs" / mode, overrides)
+            run_mode(mode, saved["experiment"], work / "runs" / mode, overrides, stderr_path=work / f"{mode}.stderr")
         except subprocess.CalledProcessError as exc:
+            print("\n".join((work / f"{mode}.stderr").read_text(errors="replace").splitlines()[-3:]))
             print(replay_stopped(mode, exc.returncode, saved.get("host") or {}, host()))
             diffs.append(mode)
+            killed = killed or exc.returncode < 0
             continue
         now = summarize(work / "runs" / mode)
         a, b = figures(was), figures(now)
@@ -658,6 +690,9 @@ def replay(out: Path, runs_dir: Path, *, rearchive_to: bool = False) -> int:
             (work / f"replayed_{mode}.json").write_text(json.dumps(now, indent=2, default=str))
     if diffs:
         print(f"replayed summaries kept in {work}")
+        if rearchive_to and not killed:
+            record_failed_replay(out, {m: replay_misses([work / f"{m}.stderr", work / "runs" / m / "mnemis.log"])
+                                       for m in diffs}, [work / "runs" / m for m in saved["modes"]])
         return 1
     if rearchive_to:
         rearchive(out, work / "cache", [work / "runs" / m for m in saved["modes"]])

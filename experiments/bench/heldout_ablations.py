@@ -159,21 +159,32 @@ def replay(out: Path, overrides: Sequence[str], *, rearchive: bool = False) -> i
     work = Path(tempfile.mkdtemp(prefix="heldout_replay_"))
     import_archive(cq.archive_path(out), work / "cache")
     variants = list(saved["variants"])
+    runs = [work / "runs" / v for v in variants]
+
+    def misses() -> dict[str, list[dict[str, Any]]]:
+        found = {v: cq.replay_misses([work / f"{v}.stderr", work / "runs" / v / "mnemis.log"]) for v in variants}
+        return {v: m for v, m in found.items() if m}
+
     for v in variants:
         try:
             cq.run_mode("paper", EXPERIMENT, work / "runs" / v,
                         [f"paths.cache_dir={work / 'cache'}", f"paths.artifacts_dir={work / 'artifacts'}",
-                         "cache_mode=replay_only", *VARIANTS[v], *saved.get("overrides", []), *overrides])
+                         "cache_mode=replay_only", *VARIANTS[v], *saved.get("overrides", []), *overrides],
+                        stderr_path=work / f"{v}.stderr")
         except subprocess.CalledProcessError as exc:
             print(cq.replay_stopped(v, exc.returncode, saved.get("host") or {}, cq.host()))
             print(f"FIGURES NOT REPRODUCED (replayed runs in {work})")
+            if rearchive and exc.returncode > 0:  # (a run stopped by a signal says nothing about the archive)
+                cq.record_failed_replay(out, misses(), runs)
             return 1
     now = report(work / "runs", variants, saved.get("command", ""))
     same = json.dumps(cq.figures(now), sort_keys=True) == json.dumps(
         cq.figures({k: v for k, v in saved.items() if k in now}), sort_keys=True)
     print("every figure reproduced" if same else f"FIGURES DIFFER (replayed runs in {work})")
     if same and rearchive:
-        cq.rearchive(out, work / "cache", [work / "runs" / v for v in variants])
+        cq.rearchive(out, work / "cache", runs)
+    elif rearchive:
+        cq.record_failed_replay(out, misses(), runs)
     return 0 if same else 1
 
 
