@@ -35,13 +35,14 @@ response and reranker caches beside the JSON (``<out>.cache.jsonl.gz``, :mod:`mn
 ``--replay`` reruns every mode from that archive with ``cache_mode=replay_only`` and checks that every figure of
 the JSON comes out the same. The archive carries every reply, every reranker score, every embedding call's float32
 matrix and the full-context token counts, so a replay calls no model, loads no weights (the LLM client of a replay
-never starts its engine; the 1.5B model need not be installed) and computes no embedding: it is exact whatever the
-CPU's vector kernels, thread count or library versions. An archive made before embeddings were archived replays
+never starts its engine; the 1.5B model need not be installed) and computes no embedding, so the CPU's vector
+kernels and thread count no longer change its prompts (what remains on the machine is the arithmetic over the
+archived vectors: similarity sums and top-k cuts). An archive made before embeddings were archived replays
 exactly only on a machine like the one that made it (another CPU's kernels change embeddings in the last bits, and
 a near-tie in a similarity ranking can then build another prompt; the replay stops at it and prints what differs,
-the JSON's ``host``). ``--replay --archive``, on such a machine (or one made to compute like it, e.g.
-``ATEN_CPU_CAPABILITY=avx2``), writes the replay's cache back as the archive, embeddings included, and records the
-replay in the JSON (``replay``)::
+the JSON's ``host``). ``--replay --archive`` on such a machine writes the replay's cache back as the archive,
+embeddings included, and records the replay in the JSON (``replay``; a replay that stops is kept in
+``replay_attempts`` with the requests the archive lacks)::
 
     nice -n 10 python experiments/bench/cpu_quality.py --experiment cpu_conv26 --modes paper \\
         --out experiments/results/cpu_quality_conv26.json --archive
