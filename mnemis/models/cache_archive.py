@@ -2,15 +2,14 @@
 
 The LLM response cache (``<cache_dir>/llm/responses.sqlite``: every request's final outcome, keyed by model,
 prompt, schema and sampling), the token counts recorded beside it (``llm/token_counts.sqlite``,
-:mod:`mnemis.models.token_counts`), the reranker score cache (``<cache_dir>/rerank/rerank.sqlite``) and the
-embedding cache (``<cache_dir>/embed/embed.sqlite``: each embedding call's float32 matrix,
-:mod:`mnemis.models.embed_cache`), with the
-model identities of the embedder and reranker nodes (:mod:`mnemis.models.cache_identity`), hold everything the
-models said and every float a replay would otherwise recompute. :func:`export_archive` writes them as
-gzip-compressed JSON lines (an embedding call's matrix as base64 of its little-endian float32 bytes); :func:`import_archive` loads
-them into a fresh cache dir, after which ``cache_mode=replay_only`` reruns the whole run with no LLM or reranker
-call and no embedding computed (so no model is loaded, and the CPU's vector kernels do not matter) and reproduces
-every figure.
+:mod:`mnemis.models.token_counts`), the reranker score cache (``<cache_dir>/rerank/rerank.sqlite``), the embedding
+cache (``<cache_dir>/embed/embed.sqlite``: each embedding call's float32 matrix, :mod:`mnemis.models.embed_cache`)
+and the model identities of the embedder and reranker nodes (:mod:`mnemis.models.cache_identity`) hold everything
+the models said and every float a replay would otherwise recompute. :func:`export_archive` writes them as
+gzip-compressed JSON lines (an embedding call's matrix as base64 of its little-endian float32 bytes);
+:func:`import_archive` loads them into a fresh cache dir, after which ``cache_mode=replay_only`` reruns the whole
+run with no LLM or reranker call and no embedding computed (so no model is loaded, and the CPU's vector kernels no
+longer change a prompt) and reproduces every figure.
 """
 
 from __future__ import annotations
@@ -161,7 +160,8 @@ def _load_extra(rows: list[dict[str, Any]], cache_dir: Path) -> None:
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_kind.setdefault(r["kind"] if r["kind"] != "identity" else "identity:" + r["cache"], []).append(r)
-    targets = {"embed": (EMBED_DB, embed_cache.SCHEMA, "INSERT OR REPLACE INTO calls (key, n, dim, vecs) VALUES (?, ?, ?, ?)",
+    targets = {"embed": (EMBED_DB, embed_cache.SCHEMA,
+                         "INSERT OR REPLACE INTO calls (key, n, dim, vecs) VALUES (?, ?, ?, ?)",
                          lambda r: (r["key"], r["n"], r["dim"], r["vecs"])),
                "tokens": (TOKENS_DB, token_counts.SCHEMA, "INSERT OR REPLACE INTO counts (key, n) VALUES (?, ?)",
                           lambda r: (r["key"], r["n"])),

@@ -89,7 +89,8 @@ class CachedEmbedder:
             self._inner = self._factory()
             built = embedder_identity(self._inner)
             if built != self.identity:
-                raise ValueError(f"the embedder built has identity {built}, its cache entries were keyed {self.identity}")
+                raise ValueError(f"the embedder built has identity {built}, its cache entries were keyed "
+                                 f"{self.identity}")
         return self._inner
 
     @property

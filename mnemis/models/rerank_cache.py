@@ -83,7 +83,8 @@ class CachedReranker:
             self._inner = self._factory()
             built = reranker_identity(self._inner)
             if built != self.identity:
-                raise ValueError(f"the reranker built has identity {built}, its cache entries were keyed {self.identity}")
+                raise ValueError(f"the reranker built has identity {built}, its cache entries were keyed "
+                                 f"{self.identity}")
         return self._inner
 
     @classmethod

@@ -1,5 +1,6 @@
 """What a replay would otherwise recompute with floats or a tokenizer is cached and archived: embedding calls
-(bit-exact, the model built only on a miss), reranker identities, token counts; a replay from the archive builds no model."""
+(bit-exact, the model built only on a miss), reranker identities, token counts; a replay from the archive builds
+no model."""
 
 from __future__ import annotations
 
