@@ -677,7 +677,9 @@ def replay(out: Path, runs_dir: Path, *, rearchive_to: bool = False) -> int:
         try:
             run_mode(mode, saved["experiment"], work / "runs" / mode, overrides, stderr_path=work / f"{mode}.stderr")
         except subprocess.CalledProcessError as exc:
-            print("\n".join((work / f"{mode}.stderr").read_text(errors="replace").splitlines()[-3:]))
+            err = work / f"{mode}.stderr"
+            if err.is_file():  # the run's last words: the cache miss that stopped it
+                print("\n".join(err.read_text(errors="replace").splitlines()[-3:]))
             print(replay_stopped(mode, exc.returncode, saved.get("host") or {}, host()))
             diffs.append(mode)
             killed = killed or exc.returncode < 0
