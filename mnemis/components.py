@@ -53,6 +53,8 @@ class Models:
         return _MODELS[ident]
 
     def _llm_role(self, key: str, node: Any) -> Any:
+        if self.plain.get("cache_mode") == "replay_only":
+            node = lazy_backend(node)
         obj = self._get(key, node, ident_key="llm")
         if not any(obj is o for o in self._llms):
             self._llms.append(obj)
@@ -78,18 +80,36 @@ class Models:
 
     @property
     def embedder(self) -> Any:
-        return self._get("embedder")
+        """The configured embedder behind an on-disk vector cache (``<cache_dir>/embed``; none when
+        ``cache_mode=off``): vectors are computed once and a replay from a run's archive computes none."""
+        if self.plain.get("cache_mode", "off") == "off" or not (self.plain.get("paths") or {}).get("cache_dir"):
+            return self._get("embedder")
+        node = self.plain.get("embedder")
+        cache = Path(self.plain["paths"]["cache_dir"]) / "embed"
+        key = "embed_cache:" + json.dumps([node, str(cache)], sort_keys=True, default=str)
+        if key not in _MODELS:
+            from mnemis.models.embed_cache import CachedEmbedder
+
+            _MODELS[key] = CachedEmbedder.for_node(node, lambda: self._get("embedder"), cache)
+        return _MODELS[key]
 
     @property
     def reranker(self) -> Any:
-        """The configured reranker behind a deduplicating score cache (``rerank_cache: false`` = dedup only)."""
+        """The configured reranker behind a deduplicating score cache (``rerank_cache: false`` = dedup only),
+        built only when a score is missing from the cache."""
         key = "rerank_cache:" + json.dumps([self.plain.get("reranker"), self.plain["rerank_cache"]],
                                            sort_keys=True, default=str)
         if key not in _MODELS:
             from mnemis.models.rerank_cache import CachedReranker
 
-            cache = Path(self.plain["paths"]["cache_dir"]) / "rerank" if self.plain["rerank_cache"] else None
-            _MODELS[key] = CachedReranker(self._get("reranker", embedder=self.embedder), cache)
+            def build() -> Any:
+                return self._get("reranker", embedder=self.embedder)
+
+            if self.plain["rerank_cache"]:
+                cache = Path(self.plain["paths"]["cache_dir"]) / "rerank"
+                _MODELS[key] = CachedReranker.for_node(self.plain.get("reranker"), build, cache)
+            else:
+                _MODELS[key] = CachedReranker(build(), None)
         return _MODELS[key]
 
     def judges(self, specs: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -129,6 +149,21 @@ class Models:
                 obj.ledger.reset()
             if hasattr(obj, "reset_stats"):
                 obj.reset_stats()
+
+
+def lazy_backend(node: Any) -> Any:
+    """An LLM node whose backend starts its engine only when asked for a reply (``lazy: true``, for the backends
+    that take it): a replay (``cache_mode=replay_only``) serves every reply from the cache and loads no weights."""
+    import inspect
+
+    from mnemis.settings import TARGET, _resolve
+
+    backend = node.get("backend") if isinstance(node, Mapping) else None
+    if not isinstance(backend, Mapping) or TARGET not in backend:
+        return node
+    if "lazy" not in inspect.signature(_resolve(backend[TARGET])).parameters:
+        return node
+    return {**node, "backend": {**backend, "lazy": True}}
 
 
 class GivenModels:

@@ -32,11 +32,17 @@ Long runs (``--experiment cpu_conv26``: several CPU-hours) resume after any stop
 store, the progress files and the response cache hold what is done); ``--summarize <run dir>`` of an unfinished
 run writes a JSON marked ``"status": "partial"`` with the build's progress. ``--archive`` keeps the run's
 response and reranker caches beside the JSON (``<out>.cache.jsonl.gz``, :mod:`mnemis.models.cache_archive`), and
-``--replay`` reruns every mode from that archive with ``cache_mode=replay_only`` (no LLM or reranker call) and
-checks that every figure of the JSON comes out the same. It is exact on a machine like the one that made the
-archive: another CPU's vector kernels or other library versions change embeddings in the last bits, a near-tie in
-a similarity ranking can then build another prompt, and the replay stops at it and prints what differs (the JSON's
-``host``)::
+``--replay`` reruns every mode from that archive with ``cache_mode=replay_only`` and checks that every figure of
+the JSON comes out the same. The archive carries every reply, every reranker score, every embedding call's float32
+matrix and the full-context token counts, so a replay calls no model, loads no weights (the LLM client of a replay
+never starts its engine; the 1.5B model need not be installed) and computes no embedding, so the CPU's vector
+kernels and thread count no longer change its prompts (what remains on the machine is the arithmetic over the
+archived vectors: similarity sums and top-k cuts). An archive made before embeddings were archived replays
+exactly only on a machine like the one that made it (another CPU's kernels change embeddings in the last bits, and
+a near-tie in a similarity ranking can then build another prompt; the replay stops at it and prints what differs,
+the JSON's ``host``). ``--replay --archive`` on such a machine writes the replay's cache back as the archive,
+embeddings included, and records the replay in the JSON (``replay``; a replay that stops is kept in
+``replay_attempts`` with the requests the archive lacks)::
 
     nice -n 10 python experiments/bench/cpu_quality.py --experiment cpu_conv26 --modes paper \\
         --out experiments/results/cpu_quality_conv26.json --archive
@@ -374,8 +380,10 @@ def summarize(run_dir: Path) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ running
-def run_mode(mode: str, experiment: str, run_dir: Path, overrides: Sequence[str]) -> float:
-    """``mnemis run experiment=... mode=...`` into ``run_dir``; returns its wall seconds."""
+def run_mode(mode: str, experiment: str, run_dir: Path, overrides: Sequence[str],
+             stderr_path: Path | None = None) -> float:
+    """``mnemis run experiment=... mode=...`` into ``run_dir``; returns its wall seconds. ``stderr_path``: the
+    run's standard error goes to that file (a replay reads why it stopped there)."""
     if mode == "paper" and not any(o.lstrip("+").startswith("judge_llms.paper") for o in overrides):
         # the paper judged with GPT-4.1-mini, which this machine cannot reach: judge with the model under test
         # (as the tuned mode does), so the two modes differ only in the method
@@ -386,7 +394,12 @@ def run_mode(mode: str, experiment: str, run_dir: Path, overrides: Sequence[str]
            "WANDB_ERROR_REPORTING": "false"}
     print("+", " ".join(cmd), flush=True)
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=REPO, env=env, check=True)
+    if stderr_path is None:
+        subprocess.run(cmd, cwd=REPO, env=env, check=True)
+    else:
+        Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(stderr_path, "w") as err:
+            subprocess.run(cmd, cwd=REPO, env=env, check=True, stderr=err)
     return time.perf_counter() - t0
 
 
@@ -431,7 +444,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="with --summarize: keep the modes of --out that are not re-read (marked kept_from: the "
                          "command that measured them)")
     ap.add_argument("--archive", action="store_true",
-                    help="after the run, keep its response and reranker caches as <out stem>.cache.jsonl.gz")
+                    help="after the run, keep its caches (replies, reranker scores, embeddings, token counts) as "
+                         "<out stem>.cache.jsonl.gz; with --replay: after a replay that reproduced every figure, "
+                         "write its cache back as the archive (adding the embeddings and token counts an older "
+                         "archive lacks) and record the replay in the JSON")
     ap.add_argument("--seed-cache", action="store_true",
                     help="before running, load the archive beside --out (<out stem>.cache.jsonl.gz, when present) into "
                          "the run's cache dir: a run stopped on another machine continues where it was")
@@ -441,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("overrides", nargs="*", help="hydra overrides after --, e.g. dataset.slice.sessions=[1,1]")
     args = ap.parse_args(argv)
     if args.replay:
-        return replay(args.out, args.runs_dir)
+        return replay(args.out, args.runs_dir, rearchive_to=args.archive)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in ("tuned", "paper")]
     if unknown:
@@ -561,8 +577,80 @@ def replay_stopped(mode: str, returncode: int, made_on: dict[str, Any], here: di
     return "\n".join(lines)
 
 
-def replay(out: Path, runs_dir: Path) -> int:
-    """Rerun every mode of ``out`` from its cache archive with ``cache_mode=replay_only`` and compare figures."""
+# the settings that choose the CPU kernels and threads of torch, oneDNN, MKL, OpenBLAS and numpy (a replay records them)
+KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE",
+              "NPY_DISABLE_CPU_FEATURES", "OMP_NUM_THREADS")
+_BUILT = re.compile(r"built (\w+) in [\d.]+ s|(starting the vLLM engine)")
+
+
+def models_loaded(run_dirs: Sequence[Path]) -> list[str]:
+    """The models the runs in ``run_dirs`` built weights for, from their logs: the embedder or reranker (built on a
+    miss of its cache only) and ``llm engine`` (a vLLM engine started; a replay builds the LLM client lazily)."""
+    found: set[str] = set()
+    for d in run_dirs:
+        log = Path(d) / "mnemis.log"
+        for m in _BUILT.finditer(log.read_text(errors="replace") if log.is_file() else ""):
+            found.add("llm engine" if m.group(2) else m.group(1))
+    return sorted(found - {"llm", "selector_llm", "answer_llm"})
+
+
+def replay_record(run_dirs: Sequence[Path], archive: Path, counts: dict[str, int] | None) -> dict[str, Any]:
+    """What a replay that reproduced every figure measured: this machine, the torch kernel path and thread settings
+    it ran under, the models it had to load, and (``counts``: it re-archived) the archive's entries and size."""
+    env = {k: os.environ.get(k) for k in KERNEL_ENV}
+    rec: dict[str, Any] = {"every_figure_reproduced": True, "host": host(),
+                           "env": {k: v for k, v in env.items() if v is not None},
+                           "models_loaded": models_loaded(run_dirs)}
+    if counts is not None:
+        rec["archive"] = {"file": os.path.relpath(archive, REPO), "bytes": archive.stat().st_size, **counts}
+    return rec
+
+
+_MISS = re.compile(r"replay_only cache miss in stage '([^']+)': (\d+) request\(s\) have no stored response "
+                   r"\(first key (\w+)")
+
+
+def replay_misses(files: Sequence[Path]) -> list[dict[str, Any]]:
+    """The cache misses a replay's logs name (stage, requests, first key), each once, in order."""
+    found: dict[tuple, dict[str, Any]] = {}
+    for f in files:
+        for m in _MISS.finditer(Path(f).read_text(errors="replace") if Path(f).is_file() else ""):
+            found.setdefault(m.groups(), {"stage": m.group(1), "requests": int(m.group(2)), "first_key": m.group(3)})
+    return list(found.values())
+
+
+def record_failed_replay(out: Path, misses: dict[str, list[dict[str, Any]]], run_dirs: Sequence[Path]) -> None:
+    """Keep a replay that did not reproduce every figure in ``out``'s JSON (``replay_attempts``: this machine, its
+    kernel settings and, per mode or variant, the requests the archive did not hold); the archive is left as it is."""
+    saved = json.loads(out.read_text())
+    rec = {**replay_record(run_dirs, archive_path(out), None), "every_figure_reproduced": False, "misses": misses}
+    saved["replay_attempts"] = [*saved.get("replay_attempts", []), rec]
+    out.write_text(json.dumps(saved, indent=2, default=str) + "\n")
+    print(f"the failed replay is recorded in {out} (replay_attempts)")
+
+
+def rearchive(out: Path, work_cache: Path, run_dirs: Sequence[Path]) -> dict[str, Any]:
+    """After a replay that reproduced every figure: write its cache (the archive's replies plus the embeddings and
+    token counts the replay recorded) back as the archive, and the replay's record into ``out``'s JSON."""
+    from mnemis.models.cache_archive import export_archive
+
+    archive = archive_path(out)
+    counts = export_archive(work_cache, archive)
+    saved = json.loads(out.read_text())
+    before = {k: v for k, v in (saved.get("cache_archive") or {}).items() if k != "file"}
+    saved["cache_archive"] = {"file": os.path.relpath(archive, REPO), **counts}
+    if saved.get("replay"):  # an earlier replay's record stays, oldest first
+        saved["earlier_replays"] = [*saved.get("earlier_replays", []), saved["replay"]]
+    saved["replay"] = {**replay_record(run_dirs, archive, counts), "archive_before": before}
+    out.write_text(json.dumps(saved, indent=2, default=str) + "\n")
+    print(f"re-archived {archive} ({archive.stat().st_size:,} bytes: {counts}); replay recorded in {out}")
+    return saved["replay"]
+
+
+def replay(out: Path, runs_dir: Path, *, rearchive_to: bool = False) -> int:
+    """Rerun every mode of ``out`` from its cache archive with ``cache_mode=replay_only`` and compare figures;
+    ``rearchive_to``: when every figure came out the same, keep the replay's cache as the archive
+    (:func:`rearchive`)."""
     import tempfile
 
     from mnemis.models.cache_archive import import_archive
@@ -574,7 +662,7 @@ def replay(out: Path, runs_dir: Path) -> int:
     work = Path(tempfile.mkdtemp(prefix="cpu_quality_replay_", dir=runs_dir.parent if runs_dir.parent.is_dir() else None))
     counts = import_archive(archive, work / "cache")
     print(f"replaying {counts['llm']} LLM replies and {counts['rerank']} reranker scores from {archive}")
-    diffs = []
+    diffs, killed = [], False  # killed: a run stopped by a signal says nothing about the archive
     for mode, was in saved["modes"].items():
         if was.get("kept_from"):  # measured by an earlier run whose replies the archive need not hold
             print(f"{mode}: kept from an earlier run ({was['kept_from']}); not replayed")
@@ -587,10 +675,14 @@ def replay(out: Path, runs_dir: Path) -> int:
                      f"paths.cache_dir={work / 'cache'}",
                      f"paths.artifacts_dir={work / 'artifacts'}"]
         try:
-            run_mode(mode, saved["experiment"], work / "runs" / mode, overrides)
+            run_mode(mode, saved["experiment"], work / "runs" / mode, overrides, stderr_path=work / f"{mode}.stderr")
         except subprocess.CalledProcessError as exc:
+            err = work / f"{mode}.stderr"
+            if err.is_file():  # the run's last words: the cache miss that stopped it
+                print("\n".join(err.read_text(errors="replace").splitlines()[-3:]))
             print(replay_stopped(mode, exc.returncode, saved.get("host") or {}, host()))
             diffs.append(mode)
+            killed = killed or exc.returncode < 0
             continue
         now = summarize(work / "runs" / mode)
         a, b = figures(was), figures(now)
@@ -601,7 +693,13 @@ def replay(out: Path, runs_dir: Path) -> int:
             (work / f"replayed_{mode}.json").write_text(json.dumps(now, indent=2, default=str))
     if diffs:
         print(f"replayed summaries kept in {work}")
-    return 1 if diffs else 0
+        if rearchive_to and not killed:
+            record_failed_replay(out, {m: replay_misses([work / f"{m}.stderr", work / "runs" / m / "mnemis.log"])
+                                       for m in diffs}, [work / "runs" / m for m in saved["modes"]])
+        return 1
+    if rearchive_to:
+        rearchive(out, work / "cache", [work / "runs" / m for m in saved["modes"]])
+    return 0
 
 
 if __name__ == "__main__":

@@ -148,8 +148,10 @@ def run(variants: Sequence[str], runs_dir: Path, out: Path, overrides: Sequence[
     return 0
 
 
-def replay(out: Path, overrides: Sequence[str]) -> int:
-    """Every variant again from the archive alone (``cache_mode=replay_only``); exit 1 when a figure differs."""
+def replay(out: Path, overrides: Sequence[str], *, rearchive: bool = False) -> int:
+    """Every variant again from the archive alone (``cache_mode=replay_only``); exit 1 when a figure differs.
+    ``rearchive``: when every figure came out the same, keep the replay's cache as the archive and record the
+    replay in the JSON (``cpu_quality.rearchive``)."""
     cq = _cpu_quality()
     from mnemis.models.cache_archive import import_archive
 
@@ -157,19 +159,32 @@ def replay(out: Path, overrides: Sequence[str]) -> int:
     work = Path(tempfile.mkdtemp(prefix="heldout_replay_"))
     import_archive(cq.archive_path(out), work / "cache")
     variants = list(saved["variants"])
+    runs = [work / "runs" / v for v in variants]
+
+    def misses() -> dict[str, list[dict[str, Any]]]:
+        found = {v: cq.replay_misses([work / f"{v}.stderr", work / "runs" / v / "mnemis.log"]) for v in variants}
+        return {v: m for v, m in found.items() if m}
+
     for v in variants:
         try:
             cq.run_mode("paper", EXPERIMENT, work / "runs" / v,
                         [f"paths.cache_dir={work / 'cache'}", f"paths.artifacts_dir={work / 'artifacts'}",
-                         "cache_mode=replay_only", *VARIANTS[v], *saved.get("overrides", []), *overrides])
+                         "cache_mode=replay_only", *VARIANTS[v], *saved.get("overrides", []), *overrides],
+                        stderr_path=work / f"{v}.stderr")
         except subprocess.CalledProcessError as exc:
             print(cq.replay_stopped(v, exc.returncode, saved.get("host") or {}, cq.host()))
             print(f"FIGURES NOT REPRODUCED (replayed runs in {work})")
+            if rearchive and exc.returncode > 0:  # (a run stopped by a signal says nothing about the archive)
+                cq.record_failed_replay(out, misses(), runs)
             return 1
     now = report(work / "runs", variants, saved.get("command", ""))
     same = json.dumps(cq.figures(now), sort_keys=True) == json.dumps(
         cq.figures({k: v for k, v in saved.items() if k in now}), sort_keys=True)
     print("every figure reproduced" if same else f"FIGURES DIFFER (replayed runs in {work})")
+    if same and rearchive:
+        cq.rearchive(out, work / "cache", runs)
+    elif rearchive:
+        cq.record_failed_replay(out, misses(), runs)
     return 0 if same else 1
 
 
@@ -182,6 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed-cache", action="store_true", help="load the archive beside --out into the cache first")
     ap.add_argument("--summarize", action="store_true", help="only re-read the run directories of --runs-dir")
     ap.add_argument("--replay", action="store_true", help="rerun from the archive alone and compare every figure")
+    ap.add_argument("--rearchive", action="store_true",
+                    help="with --replay: when every figure is reproduced, write the replay's cache back as the archive "
+                         "(adding the embeddings and token counts an older archive lacks) and record the replay")
     ap.add_argument("--reply-caps", choices=("cpu", "none"), default="cpu",
                     help="completion caps of the base-graph stages, as cpu_quality's --paper-reply-caps (cpu: the "
                          "caps the conv-26 run used, so a runaway reply cannot hold a batch for many minutes), "
@@ -195,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "paper" not in variants:
         ap.error("--variants: 'paper' is the baseline every variant is compared with; keep it")
     if args.replay:
-        return replay(args.out, args.overrides)
+        return replay(args.out, args.overrides, rearchive=args.rearchive)
     command = "python experiments/bench/heldout_ablations.py" + (f" --variants {args.variants}"
                                                                   if variants != list(VARIANTS) else "")
     command += f" --reply-caps {args.reply_caps}" if args.reply_caps != "cpu" else ""

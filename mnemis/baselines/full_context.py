@@ -146,12 +146,17 @@ def full_context(
 
 class FullContextMethod(Method):
     """``full_context`` (``conf/method/full_context.yaml``): :func:`full_context` in the answer model's window
-    (``answer_llm``, else ``llm``: its ``backend.max_model_len``, 8,192 when unset), counted with its tokenizer;
+    (``answer_llm``, else ``llm``: its ``backend.max_model_len``, 8,192 when unset), counted with its tokenizer
+    (and recorded beside the response cache, so a replay needs none);
     the truncation counts go to ``full_context.json``."""
 
     def contexts(self, questions: Sequence[Question]) -> MethodContexts:
         run = self.run
         answer_node = run.settings.answer_llm or run.settings.llm
         max_len = int(answer_node.get("backend", {}).get("max_model_len") or 8192)
-        fc = full_context(run.data.episodes, questions, max_model_len=max_len, llm=run.models.answer_llm)
+        from mnemis.models.token_counts import recorded_counter
+
+        # counts recorded beside the response cache: a replay needs no tokenizer
+        fc = full_context(run.data.episodes, questions, max_model_len=max_len, llm=run.models.answer_llm,
+                          count_tokens=recorded_counter(run.models.answer_llm))
         return MethodContexts(fc.contexts, files={f"{self.name}.json": json_file(fc.summary())})

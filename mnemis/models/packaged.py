@@ -29,14 +29,24 @@ def packaged_model(model: str) -> tuple[Path, str] | None:
     (``qwen2.5-coder-1.5b``, ``qwen2.5-coder-0.5b``): located, verified and dequantised once.
     The identity is ``name@fingerprint`` (the pinned sha256 prefix for split models), never a path.
     """
-    if model == SMOLLM2:
-        return dequantized_smollm2(), model_identity("smollm2-135m-instruct", smollm2_gguf())
-    spec = SPLIT_MODELS.get(model)
-    if spec is None:
+    identity = packaged_identity(model)
+    if identity is None:
         return None
+    if model == SMOLLM2:
+        return dequantized_smollm2(), identity
+    spec = SPLIT_MODELS[model]
     root = default_cache_root()
     folder = dequantize_gguf(lambda: assembled_gguf(spec, root), root / spec.dirname, dtype="bfloat16")
-    return folder, f"{spec.dirname}@{spec.sha256[:16]}"
+    return folder, identity
+
+
+def packaged_identity(model: str) -> str | None:
+    """The identity :func:`packaged_model` gives ``model`` (None: not a packaged model), without assembling or
+    dequantising anything: a pinned split model's comes from its pinned sha256; SmolLM2's from its GGUF file."""
+    if model == SMOLLM2:
+        return model_identity("smollm2-135m-instruct", smollm2_gguf())
+    spec = SPLIT_MODELS.get(model)
+    return None if spec is None else f"{spec.dirname}@{spec.sha256[:16]}"
 
 
 def main(argv: list[str] | None = None) -> int:

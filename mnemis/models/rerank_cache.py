@@ -2,7 +2,8 @@
 
 :class:`CachedReranker` wraps any reranker (``model_id`` + ``score(query|queries, documents)``). Each call
 scores every distinct (query, document) pair once, looks the pairs up in a SQLite file keyed by
-sha256(reranker identity, query, document) and sends only the misses to the wrapped model. A sweep over
+sha256(reranker identity, query, document) and sends only the misses to the wrapped model (built on the first miss
+when it is given as a factory with its identity, :meth:`CachedReranker.for_node`). A sweep over
 ``retrieval.k`` or routes therefore rescores nothing it has scored before. Identity is the wrapped
 reranker's ``model_id`` (a name plus a hash of the weight files, never a path) plus its instruction and
 token budget, the settings that change a score.
@@ -62,18 +63,52 @@ class CachedReranker:
         cache_dir: folder of ``rerank.sqlite``; ``None`` = deduplicate only, no disk cache.
     """
 
-    def __init__(self, reranker: Any, cache_dir: str | Path | None = None) -> None:
-        self.inner = reranker
-        self.model_id = getattr(reranker, "model_id", type(reranker).__name__)
-        self.identity = reranker_identity(reranker)
+    def __init__(self, reranker: Any, cache_dir: str | Path | None = None, *, identity: str | None = None) -> None:
+        lazy = identity is not None and callable(reranker) and not hasattr(reranker, "score")
+        self._inner = None if lazy else reranker
+        self._factory = reranker if lazy else None
+        self.identity = identity if lazy else reranker_identity(reranker)
+        self.model_id = json.loads(self.identity)["model"]
         self.stats = RerankStats()
         self._db: SQLiteFile | None = None
         if cache_dir is not None:
             self._db = SQLiteFile(Path(cache_dir) / "rerank.sqlite")
             self._db._create(SCHEMA)
 
-    def __getattr__(self, name: str) -> Any:  # instruction, batch_size, ... of the wrapped model
-        return getattr(self.inner, name)
+    @property
+    def inner(self) -> Any:
+        """The wrapped reranker (built now if it was given as a factory with its identity)."""
+        if self._inner is None:
+            assert self._factory is not None
+            self._inner = self._factory()
+            built = reranker_identity(self._inner)
+            if built != self.identity:
+                raise ValueError(f"the reranker built has identity {built}, its cache entries were keyed "
+                                 f"{self.identity}")
+        return self._inner
+
+    @classmethod
+    def for_node(cls, node: Any, build: Any, cache_dir: str | Path) -> CachedReranker:
+        """The cache for the reranker a config ``node`` builds: lazily built when the cache knows the node's
+        identity (:mod:`mnemis.models.cache_identity`), else built now and its identity recorded."""
+        from mnemis.models.cache_identity import known_identity, node_text, remember_identity
+
+        db = SQLiteFile(Path(cache_dir) / "rerank.sqlite")
+        try:
+            known = known_identity(db, node_text(node))
+            if known is not None:
+                return cls(build, cache_dir, identity=known[0])
+            out = cls(build(), cache_dir)
+            remember_identity(db, node_text(node), out.identity, None)
+            return out
+        finally:
+            db.close()
+
+    def __getattr__(self, name: str) -> Any:  # instruction, batch_size, ... of the wrapped model,
+        # only once built: probing an attribute (hasattr) must not load the weights
+        if name.startswith("_") or self.__dict__.get("_inner") is None:
+            raise AttributeError(name)
+        return getattr(self._inner, name)
 
     def reset_stats(self) -> None:
         self.stats = RerankStats()

@@ -287,14 +287,22 @@ def test_a_replay_that_stops_says_what_differs_from_the_machine_that_made_the_ar
                              "prompt_tokens": 1, "completion_tokens": 1, "error": None, "finish_reason": "stop",
                              "retries": 0}) + "\n")
 
-    def stops(mode, experiment, run_dir, overrides):
+    def stops(mode, experiment, run_dir, overrides, stderr_path=None):
         assert "cache_mode=replay_only" in overrides
+        stderr_path.write_text("mnemis.models.cache.CacheMissError: replay_only cache miss in stage 'dedup_facts': "
+                               "1 request(s) have no stored response (first key 496c6ff2cfea7629...).\n")
         raise subprocess.CalledProcessError(1, ["mnemis", "run"])
 
     monkeypatch.setattr(cq, "run_mode", stops)
     assert cq.replay(out, tmp_path / "runs" / "cq") == 1  # no traceback: a reason and exit 1
     said = capsys.readouterr().out
     assert "paper: the replay stopped (exit 1)" in said and "CPU vector features: archive avx2, fma; here" in said
+    assert "cache miss in stage 'dedup_facts'" in said  # the run's own words, from its standard error
+    # with --archive the failed replay is kept in the JSON, naming the request the archive lacks
+    assert cq.replay(out, tmp_path / "runs" / "cq", rearchive_to=True) == 1
+    attempt = json.loads(out.read_text())["replay_attempts"][-1]
+    assert not attempt["every_figure_reproduced"] and attempt["host"]["cpu_features"] == here["cpu_features"]
+    assert attempt["misses"] == {"paper": [{"stage": "dedup_facts", "requests": 1, "first_key": "496c6ff2cfea7629"}]}
     assert f"numpy 0.0.1 -> {here['versions']['numpy']}" in said
     # an archive that does not record its machine (made before hosts were recorded) says so
     assert "does not record the machine" in cq.replay_stopped("paper", 1, {"cpus": 2}, here)

