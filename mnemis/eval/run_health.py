@@ -3,14 +3,16 @@
 A first real run produces one number. Whether System-2 contributed to it, whether the base graph is as rich
 as the paper's and whether the judge grades like the reference judge must be readable without digging, so
 :func:`run_health` computes, from ``traversal.jsonl``, ``recall.json``, ``build_summary.json``,
-``hierarchy_metrics.json``, ``leniency.json`` and ``config.json``:
+``hierarchy_metrics.json``, ``leniency.json``, ``ledger.json`` and ``config.json``:
 
 - **System-2**: the share of questions whose selector picked nothing, picked no shortcut (in the released
   code's walk, ``entity_round: false``, entities reach System-2 only through shortcuts), or fell back;
   invented selections; System-2's evidence recall against System-1's;
 - **base graph**: names and facts per episode, truncated and failed replies per stage;
 - **hierarchy**: layer sizes, stop reason and promotions per group;
-- **judges**: leniency on the stress set against the reference judge.
+- **judges**: leniency on the stress set against the reference judge;
+- **model limits** (``ledger.json``): reply budgets clamped to the served model's completion cap or window,
+  requests refused as over a limit, schema requests decoded without their schema.
 
 Each sign that the run did not run the paper's method is a warning line. ``health.json`` holds the figures
 and the warnings; the report opens with them (:func:`health_lines`); ``mnemis doctor`` and
@@ -144,6 +146,40 @@ def hierarchy_health(hierarchy: Any) -> dict[str, Any]:
     return out
 
 
+# -------------------------------------------------------------------------------------- model limits
+LIMIT_COUNTERS = ("clamped", "clamped_cut", "over_limit", "unconstrained")
+
+
+def limits_health(ledger: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """Per stage (summed over methods): requests whose budget the model's limits clamped, clamped replies cut at
+    that budget, requests refused as over a limit, schema requests decoded without their schema (``ledger.json``;
+    :mod:`mnemis.models.llm.limits`). Only stages with one of them."""
+    ledgers = [ledger] if "stages" in ledger else [v for v in ledger.values() if isinstance(v, Mapping)]
+    out: dict[str, Counter] = {}
+    for led in ledgers:
+        for stage, c in (led.get("stages") or {}).items():
+            row = out.setdefault(stage, Counter())
+            for key in ("calls", *LIMIT_COUNTERS):
+                row[key] += int((c or {}).get(key) or 0)
+    return {s: dict(c) for s, c in sorted(out.items()) if any(c[k] for k in LIMIT_COUNTERS)}
+
+
+def _limit_warnings(limits: Mapping[str, Mapping[str, int]]) -> list[str]:
+    out = []
+    for stage, c in limits.items():
+        if c.get("over_limit"):
+            out.append(f"{c['over_limit']} {stage} requests asked for more than the model's completion cap or window "
+                       "and were refused: they have no reply")
+        if c.get("unconstrained"):
+            out.append(f"{c['unconstrained']} {stage} requests were decoded without their JSON schema: the server "
+                       "refused response_format json_schema (llm.backend.response_format=json_schema_only stops "
+                       "instead)")
+        if c.get("clamped_cut"):
+            out.append(f"{c['clamped_cut']} of the {c['clamped']} {stage} replies whose budget the model's limits "
+                       "clamped stopped at that budget (their complete items kept)")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- judges
 def judge_health(leniency: Mapping[str, Any]) -> dict[str, Any]:
     """Per judge: acceptance of known-wrong answers by kind, beside the reference generous judge's."""
@@ -226,6 +262,7 @@ def warnings(h: Mapping[str, Any]) -> list[str]:
             out.append(f"group {gid}: {g['promoted']} of the {made} category nodes are lower nodes promoted unchanged "
                        f"({g.get('empty_replies') or 0} categorisation replies assigned nothing): the categoriser "
                        "grouped almost nothing")
+    out += _limit_warnings(h.get("limits") or {})
     for name, j in (h.get("judges") or {}).items():
         rates = j.get("rates") or {}
         if _mostly_accepts(rates):
@@ -263,6 +300,9 @@ def run_health(run_dir: str | Path) -> dict[str, Any]:
     hierarchy = _json(run / "hierarchy_metrics.json")
     if hierarchy:
         health["hierarchy"] = hierarchy_health(hierarchy)
+    ledger = _json(run / "ledger.json")
+    if isinstance(ledger, Mapping):
+        health["limits"] = limits_health(ledger)
     leniency = _json(run / "leniency.json")
     if isinstance(leniency, Mapping):
         health["judges"] = judge_health(leniency)
@@ -299,6 +339,11 @@ def health_lines(health: Mapping[str, Any]) -> list[str]:
                      f"episode over {bg['episodes']} episodes; {bg['prompt_tokens_per_episode']:.0f} prompt and "
                      f"{bg['completion_tokens_per_episode']:.0f} completion tokens per episode (the paper's Table 3: "
                      f"about {bg['paper_table3_prompt_tokens_per_episode']:,} prompt tokens per LoCoMo episode).")
+    clamped = {st: c for st, c in (health.get("limits") or {}).items() if c.get("clamped")}
+    if clamped:
+        lines.append("Reply budgets clamped to the model's limits (its completion cap, or its window less the "
+                     "prompt; the stage's worst case was larger): " + ", ".join(
+                         f"{st} {c['clamped']} of {c['calls']}" for st, c in clamped.items()) + ".")
     for gid, g in (health.get("hierarchy") or {}).items():
         lines.append(f"Hierarchy of {gid}: nodes per layer {g['nodes_per_layer']} (entities first), stop "
                      f"{g['stop_reason'] or 'n/a'}, {g['promoted']} promoted, "

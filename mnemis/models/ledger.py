@@ -1,4 +1,5 @@
-"""Per-stage cost ledger: calls, tokens, cache hits, failures, retries, truncated replies and wall time."""
+"""Per-stage cost ledger: calls, tokens, cache hits, failures, retries, truncated replies, wall time, and the
+requests the model's limits or its server changed (clamped, refused, decoded without their schema)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "failures", "retries", "wall_s",
-          "truncated", "salvaged")
+          "truncated", "salvaged", "clamped", "clamped_cut", "over_limit", "unconstrained")
 
 
 @dataclass
@@ -27,6 +28,10 @@ class StageStats:
     batches: int = 0
     truncated: int = 0  # replies that stopped at max_tokens (finish_reason "length")
     salvaged: int = 0  # broken replies of which only the complete items were kept
+    clamped: int = 0  # requests sent with their budget lowered to the model's completion cap / window less prompt
+    clamped_cut: int = 0  # ... of which the reply stopped at that lowered budget
+    over_limit: int = 0  # requests refused as over the model's limits (by the server, or not sent at all)
+    unconstrained: int = 0  # schema requests decoded without their schema (the server refused response_format)
 
     def add(self, other: StageStats) -> None:
         for f in fields(self):

@@ -40,14 +40,20 @@ def fake_embedding(text: str, dim: int) -> list[float]:
     return [float(len(text))] + [float(i) for i in range(1, dim)]
 
 
+REFUSED_FORMAT = ("Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.")
+
+
 class FakeServer:
     """A scripted OpenAI-compatible server on 127.0.0.1 (chat completions and embeddings). Behaviour is
     chosen by the first word of the first message (or of the first embedding input)."""
 
-    def __init__(self, reject_json_schema: bool = False) -> None:
+    def __init__(self, reject_json_schema: bool | str = False, models: list[dict] | None = None) -> None:
+        """``reject_json_schema``: answer every ``json_schema`` request HTTP 400 with this message (True: the
+        OpenAI API's refusal of the format); ``models``: the rows of ``GET /v1/models``."""
         self.hits: Counter[str] = Counter()
         self.bodies: list[dict] = []
-        self.reject_json_schema = reject_json_schema
+        self.reject_json_schema = (REFUSED_FORMAT if reject_json_schema is True else reject_json_schema)
+        self.models = models or []
         self.lock = threading.Lock()
         self.in_flight = self.peak = 0
         outer = self
@@ -86,6 +92,11 @@ class FakeServer:
                 return self._send(200, json.dumps({"object": "list", "data": rows, "model": body["model"],
                                                    "usage": {"prompt_tokens": 1, "total_tokens": 1}}))
 
+            def do_GET(self):  # noqa: N802
+                if self.path.endswith("/models"):
+                    return self._send(200, json.dumps({"object": "list", "data": outer.models}))
+                return self._send(404, '{"error": {"message": "not found"}}')
+
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if self.path.endswith("/embeddings"):
@@ -98,7 +109,8 @@ class FakeServer:
                     outer.bodies.append(body)
                 fmt = (body.get("response_format") or {}).get("type")
                 if outer.reject_json_schema and fmt == "json_schema":
-                    return self._send(400, json.dumps({"error": {"message": "json_schema unsupported"}}))
+                    return self._send(400, json.dumps({"error": {"message": outer.reject_json_schema,
+                                                                 "type": "invalid_request_error"}}))
                 if key == "always500":
                     return self._send(500, '{"error": {"message": "boom"}}')
                 if key == "flaky500" and n <= 2:

@@ -97,7 +97,9 @@ def vllm_server():
     port = _free_port()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(dequantized_smollm2()),
            "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port),
-           "--gpu-memory-utilization", "0.15", "--max-model-len", "2048", "--enforce-eager"]
+           "--gpu-memory-utilization", "0.15", "--max-model-len", "2048", "--enforce-eager",
+           # compact JSON, as the in-process backend decodes it (the reply-budget bound holds)
+           "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}']
     log = open(os.environ.get("MNEMIS_VLLM_SERVER_LOG", os.devnull), "w")
     # the same cores as every engine the project starts (mnemis.models.llm.cpu_threads)
     env = {**server_env(DEFAULT_BIND), "HF_HUB_OFFLINE": "1"}

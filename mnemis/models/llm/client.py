@@ -9,6 +9,11 @@ escapes is ``CacheMissError`` in ``replay_only`` mode, by design.
 
 Reply budgets: before anything else each request's ``max_tokens`` (and, under ``fit``, its decoding
 schema) is set by :func:`mnemis.models.llm.budget.plan`, so a schema-valid reply is never cut off.
+Model limits: at send time each request's budget is kept within the served model's completion cap and window
+less its prompt (:mod:`mnemis.models.llm.limits`); a lowered budget is counted as ``clamped`` per stage, a request
+the server refused as over a limit as ``over_limit`` (never re-asked, never cached), and a schema request the
+backend decoded without its schema as ``unconstrained``. The cache key is the request before that clamp, so a
+replay needs neither the server nor its limits.
 Salvage: a reply cut at ``max_tokens`` that has complete items is not re-asked (the same budget would cut
 it again); it and any reply still invalid after the retries keep their complete items (:mod:`mnemis.models.llm.salvage`),
 counted as ``truncated`` / ``salvaged`` in the ledger.
@@ -33,6 +38,7 @@ from mnemis.models.cache import MODES, CachedReply, CacheMissError, ResponseCach
 from mnemis.models.ledger import Ledger
 from mnemis.models.llm.base import Backend, Completion, LLMRequest, LLMResult
 from mnemis.models.llm.budget import POLICIES, plan
+from mnemis.models.llm.limits import SchemaDecodingRefused, estimate_prompt_tokens
 from mnemis.models.llm.replies import MAX_ERR_CHARS, parse_reply  # noqa: F401  (parse_reply: re-exported)
 from mnemis.models.llm.salvage import salvage
 
@@ -125,7 +131,7 @@ class LLM:
             src = results[j]
             assert src is not None
             results[i] = src.model_copy(update={"cached": src.ok})
-        self._account(requests, results, tally.tokens, tally.retries, time.perf_counter() - t0, bool(send))
+        self._account(requests, results, tally, time.perf_counter() - t0)
         return [r for r in results if r is not None]
 
     def _lookup(self, requests: Sequence[LLMRequest], keys: Sequence[str]) -> tuple[list[LLMResult | None], list[int]]:
@@ -148,7 +154,9 @@ class LLM:
         with the validation error unless this is the ``last`` round, record final failures; store the round's
         outcomes in the cache. Returns the attempts to re-ask."""
         batch = [requests[a.index].model_copy(update={"messages": a.messages}) for a in pending]
-        completions = self._complete(batch)
+        batch, refused = self._fit_limits(batch, pending, tally)
+        sent = self._complete([r for k, r in enumerate(batch) if k not in refused])
+        completions = [refused[k] if k in refused else sent.pop(0) for k in range(len(batch))]
         still: list[_Attempt] = []
         to_store: list[tuple[str, str, str, CachedReply]] = []
         for a, comp in zip(pending, completions):
@@ -161,6 +169,9 @@ class LLM:
                 if self.cache is not None:
                     to_store.append((keys[a.index], self.model_id, req.stage, CachedReply(
                         comp.text, comp.prompt_tokens, comp.completion_tokens, finish_reason=comp.finish_reason)))
+                continue
+            if comp.over_limit:  # the same request would be refused again; a server's limit is no reply to keep
+                results[a.index] = LLMResult(error=a.last_err or comp.error, retries=a.attempts)
                 continue
             if not last:  # (a cut reply with nothing complete to keep is re-asked)
                 a.attempts += 1
@@ -178,6 +189,43 @@ class LLM:
         tally.finished_last_round = len(pending) - len(still)
         self._store(to_store)
         return still
+
+    def _fit_limits(self, batch: list[LLMRequest], pending: list[_Attempt],
+                    tally: _Tally) -> tuple[list[LLMRequest], dict[int, Completion]]:
+        """``batch`` within the served model's limits (:mod:`mnemis.models.llm.limits`): a budget above the room
+        left (completion cap, window less the prompt) is lowered to it and counted as clamped; a request whose
+        prompt alone fills the window is not sent (its completion says so). Prompts are counted exactly (the
+        backend's ``count_prompts``) only where the estimate says a request might not fit."""
+        get = getattr(self.backend, "limits", None)
+        limits = get() if callable(get) else None
+        if limits is None or not limits.known:
+            return batch, {}
+        est = [estimate_prompt_tokens(r.messages, r.json_schema()) for r in batch]
+        unsure = [k for k, r in enumerate(batch) if (room := limits.room(est[k])) is not None
+                  and r.sampling.max_tokens > room]
+        counted = dict(zip(unsure, self._count_prompts([batch[k] for k in unsure]))) if unsure else {}
+        out, refused = list(batch), {}
+        for k in unsure:
+            room, req = limits.room(counted[k]), batch[k]
+            if room is None or req.sampling.max_tokens <= room:
+                continue
+            if room < 1:
+                refused[k] = Completion(text="", over_limit=True, error=(
+                    f"not sent: a prompt of {counted[k]:,} tokens leaves no room for a reply ({limits.describe()})"))
+                continue
+            out[k] = req.model_copy(update={"sampling": req.sampling.model_copy(update={"max_tokens": room})})
+            tally.clamp(req.stage, pending[k].index)
+            if (req.stage, "clamped") not in self._budget_notes:
+                self._budget_notes.add((req.stage, "clamped"))
+                log.info("reply budget of stage %r clamped to the model's limits: max_tokens %d -> %d (%s)",
+                         req.stage, req.sampling.max_tokens, room, limits.describe())
+        return out, refused
+
+    def _count_prompts(self, batch: list[LLMRequest]) -> list[int]:
+        count = getattr(self.backend, "count_prompts", None)
+        if callable(count):
+            return [int(n) for n in count(batch)]
+        return [estimate_prompt_tokens(r.messages, r.json_schema()) for r in batch]
 
     def budgeted(self, request: LLMRequest) -> LLMRequest:
         """``request`` with the reply-budget policy applied (max_tokens, decoding schema)."""
@@ -220,8 +268,12 @@ class LLM:
         return LLMResult(error=err, **common)
 
     def _complete(self, batch: list[LLMRequest]) -> list[Completion]:
+        if not batch:
+            return []
         try:
             out = list(self.backend.complete(batch))
+        except SchemaDecodingRefused:  # a setting, not an item: the run stops and says so
+            raise
         except Exception as exc:  # noqa: BLE001 - a crashed batch becomes per-item errors (retried)
             msg = f"{type(exc).__name__}: {exc}"[:MAX_ERR_CHARS]
             return [Completion(text="", error=msg) for _ in batch]
@@ -241,26 +293,29 @@ class LLM:
 
             logging.getLogger(__name__).warning("response cache write failed", exc_info=True)
 
-    def _account(self, requests: list[LLMRequest], results: list[LLMResult | None], tokens: Counter,
-                 retries_by_stage: Counter[str], wall: float, sent: bool) -> None:
+    def _account(self, requests: list[LLMRequest], results: list[LLMResult | None], tally: _Tally,
+                 wall: float) -> None:
         """Add this generate() call to the ledger, per stage (wall time split by item count)."""
         per_stage: dict[str, dict[str, float]] = {}
-        for req, res in zip(requests, results):
+        for i, (req, res) in enumerate(zip(requests, results)):
             d = per_stage.setdefault(req.stage, Counter())
             d["calls"] += 1
             d["cache_hits"] += int(bool(res and res.cached))
             d["failures"] += int(bool(res and not res.ok))
             d["truncated"] += int(bool(res and res.truncated))
             d["salvaged"] += int(bool(res and res.salvaged))
+            d["clamped_cut"] += int(bool(res and res.truncated and not res.cached and i in tally.clamped))
         n = len(requests)
         for stage, d in per_stage.items():
             self.ledger.record(
                 stage,
                 calls=d["calls"], cache_hits=d["cache_hits"], failures=d["failures"],
                 truncated=d["truncated"], salvaged=d["salvaged"],
-                retries=retries_by_stage[stage],
-                prompt_tokens=tokens[(stage, "prompt")], completion_tokens=tokens[(stage, "completion")],
+                retries=tally.retries[stage],
+                prompt_tokens=tally.tokens[(stage, "prompt")], completion_tokens=tally.tokens[(stage, "completion")],
                 wall_s=wall * d["calls"] / n, batches=1,
+                clamped=tally.tokens[(stage, "clamped")], clamped_cut=d["clamped_cut"],
+                over_limit=tally.tokens[(stage, "over_limit")], unconstrained=tally.tokens[(stage, "unconstrained")],
             )
 
 
@@ -286,13 +341,21 @@ class _Attempt:
 class _Tally:
     """Token and retry counts of one ``generate`` call, per stage."""
 
-    tokens: Counter = field(default_factory=Counter)  # (stage, kind) -> count
+    tokens: Counter = field(default_factory=Counter)  # (stage, kind) -> count (tokens; clamped, refused requests)
     retries: Counter = field(default_factory=Counter)
+    clamped: set[int] = field(default_factory=set)  # indexes of the requests sent with a clamped budget
     finished_last_round: int = 0
 
     def count(self, stage: str, comp: Completion) -> None:
         self.tokens[(stage, "prompt")] += comp.prompt_tokens
         self.tokens[(stage, "completion")] += comp.completion_tokens
+        self.tokens[(stage, "over_limit")] += int(comp.over_limit)
+        self.tokens[(stage, "unconstrained")] += int(comp.unconstrained)
+
+    def clamp(self, stage: str, index: int) -> None:
+        if index not in self.clamped:  # (a retry of a clamped request is the same request)
+            self.tokens[(stage, "clamped")] += 1
+            self.clamped.add(index)
 
 
 def _dedupe(todo: list[int], keys: Sequence[str]) -> tuple[list[int], dict[int, int]]:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mnemis.models.llm.base import Completion, LLMRequest
+from mnemis.models.llm.limits import ModelLimits
 from mnemis.models.packaged import packaged_model
 from mnemis.models.split_gguf import SPLIT_MODELS
 from mnemis.models.tiny import SMOLLM2, model_identity, require_path, resolve_local
@@ -30,13 +31,14 @@ class HFBackend:
         device: "auto", "cpu", "cuda", ...
         dtype: "auto" (bf16 on CUDA, fp32 on CPU), "float32", "bfloat16", "float16".
         batch_size: rows per ``generate`` call.
-        max_new_tokens_cap: upper bound on any request's ``max_tokens``.
+        max_new_tokens_cap: the completion cap: upper bound on any request's ``max_tokens``.
+        max_model_len: the window, prompt + reply (None: the model config's ``max_position_embeddings``).
         chat_template_kwargs: extra arguments to ``apply_chat_template`` (e.g. enable_thinking).
     """
 
     def __init__(self, model: str, *, gguf_file: str | None = None, device: str = "auto", dtype: str = "auto",
                  batch_size: int = 16, max_new_tokens_cap: int | None = None,
-                 chat_template_kwargs: dict[str, Any] | None = None) -> None:
+                 chat_template_kwargs: dict[str, Any] | None = None, max_model_len: int | None = None) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from mnemis.models.embed import pick_device, pick_dtype
@@ -67,6 +69,18 @@ class HFBackend:
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self._compiler = None
         self._grammars: dict[str, Any] = {}
+        window = max_model_len or getattr(self.model.config, "max_position_embeddings", None)
+        self._limits = ModelLimits(max_new_tokens_cap, int(window) if window else None,
+                                   "config" if max_model_len else "config and the model's positions",
+                                   "the model's tokenizer")
+
+    def limits(self) -> ModelLimits:
+        """``max_new_tokens_cap`` and the window (``max_model_len`` or the model's positions)."""
+        return self._limits
+
+    def count_prompts(self, requests: Sequence[LLMRequest]) -> list[int]:
+        """Prompt tokens with the chat template, as :meth:`_generate` encodes them."""
+        return [len(self.tokenizer(self._prompt(r), add_special_tokens=False)["input_ids"]) for r in requests]
 
     def _grammar(self, schema: dict[str, Any]):
         import xgrammar as xgr

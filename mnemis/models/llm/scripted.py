@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from mnemis.models.llm.base import Completion, LLMRequest
+from mnemis.models.llm.limits import ModelLimits, estimate_prompt_tokens
 
 
 class Cut(str):
@@ -184,18 +185,35 @@ def minimal_instance(schema: dict[str, Any], root: dict[str, Any] | None = None)
 
 
 class SchemaFakeBackend:
-    """Answers every request with a minimal valid instance of its schema ("ok" when it has none)."""
+    """Answers every request with a minimal valid instance of its schema ("ok" when it has none).
+
+    ``max_completion_tokens`` / ``max_model_len`` give it a served model's limits (prompts counted by the
+    estimate of :mod:`mnemis.models.llm.limits`), so a dry run meets the clamps a real run would; a request above
+    them fails as a server would refuse it (``over_limit``)."""
 
     plain_text = False  # it writes no real free text (a yes/no judge cannot use it)
 
-    def __init__(self, *, model_id: str = "schema-fake") -> None:
+    def __init__(self, *, model_id: str = "schema-fake", max_completion_tokens: int | None = None,
+                 max_model_len: int | None = None) -> None:
         self.model_id = model_id
         self.batches: list[list[LLMRequest]] = []
+        self._limits = ModelLimits(max_completion_tokens, max_model_len, "config")
+
+    def limits(self) -> ModelLimits:
+        return self._limits
+
+    def count_prompts(self, requests: Sequence[LLMRequest]) -> list[int]:
+        return [estimate_prompt_tokens(r.messages) for r in requests]
 
     def complete(self, requests: Sequence[LLMRequest]) -> list[Completion]:
         self.batches.append(list(requests))
         out = []
         for req in requests:
+            room = self._limits.room(estimate_prompt_tokens(req.messages))
+            if room is not None and req.sampling.max_tokens > room:
+                out.append(Completion(text="", over_limit=True, error=f"max_tokens={req.sampling.max_tokens} is "
+                                      f"above the room left ({room}): {self._limits.describe()}"))
+                continue
             schema = req.json_schema()
             text = "ok" if schema is None else json.dumps(minimal_instance(schema))
             out.append(Completion(text=text, prompt_tokens=sum(len(m.get("content", "").split())

