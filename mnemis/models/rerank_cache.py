@@ -7,7 +7,9 @@ sha256(reranker identity, query, document) and sends only the misses to the wrap
 reranker's ``model_id`` (a name plus a hash of the weight files, never a path) plus its instruction and
 token budget, the settings that change a score.
 
-``stats`` counts pairs asked, unique pairs, cache hits and pairs scored since construction.
+``stats`` counts pairs asked, unique pairs, cache hits and pairs scored since construction. A wrapped model that
+raises (engine dead, out of memory) is retried with back-off and then stops the stage with ``EngineFailure``
+(:mod:`mnemis.models.failures`); nothing of that call is cached.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from mnemis.models.failures import with_retries
 from mnemis.store.connection import SQLiteFile
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, score REAL NOT NULL)"
@@ -60,10 +63,13 @@ class CachedReranker:
     Args:
         reranker: the model (any object with ``model_id`` and ``score``).
         cache_dir: folder of ``rerank.sqlite``; ``None`` = deduplicate only, no disk cache.
+        engine_retries / engine_backoff_s: retries of a raising ``score`` call and the first wait (doubling).
     """
 
-    def __init__(self, reranker: Any, cache_dir: str | Path | None = None) -> None:
+    def __init__(self, reranker: Any, cache_dir: str | Path | None = None, *, engine_retries: int = 3,
+                 engine_backoff_s: float = 2.0) -> None:
         self.inner = reranker
+        self.engine_retries, self.engine_backoff_s = engine_retries, engine_backoff_s
         self.model_id = getattr(reranker, "model_id", type(reranker).__name__)
         self.identity = reranker_identity(reranker)
         self.stats = RerankStats()
@@ -101,8 +107,10 @@ class CachedReranker:
         missing = [k for k in first if k not in known]
         if missing:
             idx = [first[k] for k in missing]
-            fresh = np.asarray(self.inner.score([queries[i] for i in idx], [documents[i] for i in idx]),
-                               dtype=np.float64).reshape(-1)
+            raw = with_retries(lambda: self.inner.score([queries[i] for i in idx], [documents[i] for i in idx]),
+                               stage="rerank", items=len(idx), retries=self.engine_retries,
+                               first_backoff_s=self.engine_backoff_s)
+            fresh = np.asarray(raw, dtype=np.float64).reshape(-1)
             if fresh.shape[0] != len(idx):
                 raise RuntimeError(f"reranker {self.model_id} returned {fresh.shape[0]} scores for {len(idx)} pairs")
             if not np.isfinite(fresh).all():

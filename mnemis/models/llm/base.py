@@ -64,7 +64,10 @@ class Completion(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str | None = None
-    error: str | None = Field(None, description="transport failure for this item (timeout, 5xx ...)")
+    error: str | None = Field(None, description="no reply for this item: the engine's failure (dead, connection "
+                              "refused or reset, out of memory, timeout): retried, then EngineFailure stops the stage")
+    refused: bool = Field(False, description="the error is the backend refusing this very request (longer than the "
+                          "model's context, a schema it cannot compile): the item fails as a bad reply does")
 
 
 class LLMResult(BaseModel):

@@ -3,8 +3,10 @@
 Each ``complete()`` runs all requests concurrently (bounded by a semaphore) with exponential-backoff
 retries on timeouts, connection errors, 429 and 5xx. Structured output uses ``response_format``
 ``json_schema``; a server that rejects it (HTTP 400) is switched to ``json_object`` with the schema
-text appended to a copy of the messages, for the rest of the run. Per-item failures become
-``Completion(error=...)``; nothing raises out of a batch.
+text appended to a copy of the messages, for the rest of the run. A request that still has no reply after its
+attempts (server gone, connection refused or reset, 5xx) fails the whole batch with :class:`NoReply`, as does a
+batch unfinished after ``batch_timeout_s``: the client retries it and then stops the stage
+(:mod:`mnemis.models.failures`). Other HTTP errors come back as ``Completion(error=...)``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ from mnemis.models.llm.base import Completion, LLMRequest
 
 log = logging.getLogger(__name__)
 FORMATS = ("json_schema", "json_object", "none")
+
+
+class NoReply(ConnectionError):
+    """The server gave no reply to a request of the batch after every attempt, or the batch ran out of time."""
+
+
 SCHEMA_HINT = "\n\nReply with only a JSON object that matches this JSON schema:\n{schema}"
 
 
@@ -40,12 +48,13 @@ class OpenAIBackend:
         model_id: cache identity; defaults to ``openai:{model}`` (set it to the weights' identity,
             e.g. ``smollm2-135m-instruct@<hash>``, to share cache entries with local backends).
         extra_body: extra JSON fields for every request (e.g. vLLM's ``chat_template_kwargs``).
+        batch_timeout_s: time limit of a whole ``complete()`` call (None: none beyond ``timeout_s`` per request).
     """
 
     def __init__(self, model: str, base_url: str, *, api_key_env: str = "OPENAI_API_KEY",
                  max_concurrency: int = 16, timeout_s: float = 120.0, max_attempts: int = 4,
                  backoff_s: float = 1.0, response_format: str = "json_schema", model_id: str | None = None,
-                 extra_body: dict[str, Any] | None = None) -> None:
+                 extra_body: dict[str, Any] | None = None, batch_timeout_s: float | None = None) -> None:
         if response_format not in FORMATS:
             raise ValueError(f"response_format must be one of {FORMATS}, got {response_format!r}")
         if max_concurrency < 1 or max_attempts < 1:
@@ -59,6 +68,7 @@ class OpenAIBackend:
         self.backoff_s = backoff_s
         self.response_format = response_format
         self.extra_body = dict(extra_body or {})
+        self.batch_timeout_s = batch_timeout_s
         self.model_id = model_id or f"openai:{model}"
 
     # ------------------------------------------------------------------ request building
@@ -132,7 +142,7 @@ class OpenAIBackend:
                     last = f"malformed response: {type(exc).__name__}: {exc}"
             if attempt < self.max_attempts:
                 await asyncio.sleep(self.backoff_s * (2 ** (attempt - 1)) * (1 + 0.1 * random.random()))
-        return Completion(text="", error=f"gave up after {self.max_attempts} attempts: {last}"[:1000])
+        raise NoReply(f"no reply after {self.max_attempts} attempts: {last}"[:1000])
 
     async def _run(self, requests: Sequence[LLMRequest]) -> list[Completion]:
         import openai
@@ -141,7 +151,11 @@ class OpenAIBackend:
         client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s,
                                     max_retries=0)
         try:
-            return list(await asyncio.gather(*(self._one(client, sem, r) for r in requests)))
+            batch = asyncio.gather(*(self._one(client, sem, r) for r in requests))
+            return list(await asyncio.wait_for(batch, self.batch_timeout_s))
+        except asyncio.TimeoutError:
+            raise NoReply(f"a batch of {len(requests)} requests was unfinished after {self.batch_timeout_s} s") \
+                from None
         finally:
             await client.close()
 
