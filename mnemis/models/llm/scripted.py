@@ -47,8 +47,9 @@ class ScriptedBackend:
 
     Args:
         responder: ``f(request) -> str | dict | BaseModel | Exception`` (an Exception is the engine giving
-            no reply for that item, :class:`Refused` the request refused), or a mapping ``stage -> list of
-            replies`` consumed in order (a stage whose queue is empty gives no reply, naming it).
+            no reply for that item, :class:`Refused` the request refused; a responder that *raises* refuses the
+            request), or a mapping ``stage -> list of replies`` consumed in order (a stage whose queue is empty
+            gives no reply, naming it).
         model_id: identity used in cache keys.
     """
 
@@ -88,8 +89,8 @@ class ScriptedBackend:
             for req in requests:
                 try:
                     reply = self._reply(req)
-                except Exception as exc:  # noqa: BLE001 - responder bugs become item errors
-                    reply = exc
+                except Exception as exc:  # noqa: BLE001 - a responder that cannot answer refuses the request
+                    reply = Refused(f"{type(exc).__name__}: {exc}")
                 prompt_tokens = sum(_count_tokens(m.get("content", "")) for m in req.messages)
                 if isinstance(reply, Exception):
                     out.append(Completion(text="", prompt_tokens=prompt_tokens, error=str(reply) or "error",
