@@ -311,6 +311,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=60)
     ap.add_argument("--http-messages", type=int, default=12)
     ap.add_argument("--no-http", action="store_true")
+    ap.add_argument("--code", default="this checkout", help="which code was measured (kept in the JSON)")
     args = ap.parse_args()
     messages = conversation(args.messages)
     with tempfile.TemporaryDirectory() as tmp:
@@ -325,10 +326,11 @@ def main() -> None:
                    "flow repeated on a healthy engine with the same store, response cache and judge progress; "
                    "'identical' compares the repeat with a run whose engine never died (facts, mentions, "
                    "entities, hierarchy, answers, labels). 'http': the same over the OpenAI-compatible backend "
-                   "against a loopback stub server killed mid-batch. Scripted model, hashing embedder, CPU.")
-    doc["command"] = f"python experiments/bench/engine_death_probe.py --label {args.label}"
-    doc.setdefault("runs", {})[args.label] = {"messages": args.messages, "machine": platform.machine(),
-                                             "python": platform.python_version(), **result}
+                   "against a loopback stub server killed mid-batch. Scripted model, hashing embedder, CPU; the wall "
+                   "times (s) were taken on a shared 2-core machine and only say the probe is short.")
+    doc.setdefault("runs", {})[args.label] = {
+        "command": f"python experiments/bench/engine_death_probe.py --label {args.label}", "code": args.code,
+        "messages": args.messages, "machine": platform.machine(), "python": platform.python_version(), **result}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     for where, res in result.items():
