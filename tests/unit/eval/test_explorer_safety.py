@@ -39,8 +39,10 @@ def _hostile_run(tmp_path: Path) -> Path:
     (run / "metrics.json").write_text(json.dumps({"mnemis": {"headline_judge": "generous", "judges": {
         "generous": {"raw": {"overall": overall}}}, "answer_scores": {"overall": {"f1": EVIL}}}}))
     (run / "recall.json").write_text(json.dumps({"mnemis/fused": {"overall": {"direct": EVIL}}}))
-    rounds = [{"round": 0, "layer": 1, "prompts": 1, "candidates": ["cat_top"], "selected": ["cat_top"], "invented": EVIL},
-              {"round": 1, "layer": 0, "prompts": 1, "candidates": ["ent_miso"], "selected": ["ent_miso"], "invented": 2}]
+    rounds = [{"round": 0, "layer": 1, "prompts": 1, "candidates": ["cat_top"], "selected": ["cat_top"],
+               "invented": EVIL},
+              {"round": 1, "layer": 0, "prompts": 1, "candidates": ["ent_miso"], "selected": ["ent_miso"],
+               "invented": 2}]
     (run / "traversal.jsonl").write_text(json.dumps({"question_id": f"{G}:q0", "group_id": G, "rounds": rounds,
                                                      "selected_nodes": EVIL, "fallback": EVIL}) + "\n")
     (run / "system1.jsonl").write_text(json.dumps({"question_id": f"{G}:q0", "episodes": EVIL}) + "\n")
