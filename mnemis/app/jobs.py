@@ -269,8 +269,13 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
             raise SystemExit(f"mnemis report: run_dir={run_dir!r} is not a run directory (pass run_dir=runs/...)")
         from mnemis.eval.explorer import HTML_FILE, snapshot_from_build
 
+        from mnemis.eval.run_files import RunFileError
+
         snapshot_from_build(run_dir)  # a run from before the explorer: its names and hierarchy from the store
-        path = write_report(run_dir)
+        try:
+            path = write_report(run_dir)
+        except RunFileError as exc:  # a damaged run dir: the file, record and field, not a traceback
+            raise SystemExit(f"mnemis report: {exc}") from None
         print(f"report: {path}\nexplorer: {Path(run_dir) / HTML_FILE}")
         return {"report": str(path)}
     methods = list(plain.get("methods") or [])

@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from mnemis.eval.progress import JsonlProgress, item_key
+from mnemis.models.failures import EngineFailure
 from mnemis.models.llm.base import LLMRequest, Sampling
 from mnemis.models.llm.chunks import chunk_size, chunked
 from mnemis.prompts.answer import ANSWER, AnswerPrompt, read_answer
@@ -65,9 +66,9 @@ def answer_questions(
 ) -> list[AnswerRecord]:
     """Answers for ``questions`` (same order); ``contexts[i]`` is the rendered memory of question i.
 
-    One ``llm.generate`` per chunk of ``llm.chunk_size`` questions. Item failures (and even a crashing
-    ``generate``) are recorded in ``AnswerRecord.error``; nothing raises except mismatched argument
-    lengths. ``progress``: a JSONL file (:mod:`mnemis.eval.progress`) of finished answers, appended per
+    One ``llm.generate`` per chunk of ``llm.chunk_size`` questions. Failed replies (and even a crashing
+    ``generate``) are recorded in ``AnswerRecord.error``; only mismatched argument lengths and an engine that
+    gives no reply (``EngineFailure``, which stops the stage) raise. ``progress``: a JSONL file (:mod:`mnemis.eval.progress`) of finished answers, appended per
     chunk and read back on a rerun (a crashed chunk is not recorded, so it is asked again).
     """
     if len(questions) != len(contexts):
@@ -107,6 +108,8 @@ def _answer_chunk(llm, questions: Sequence[Question], requests: list[LLMRequest]
                   prompt: AnswerPrompt) -> list[AnswerRecord]:
     try:
         results = llm.generate(requests)
+    except EngineFailure:  # no reply is not an answer: the stage stops, a rerun asks this chunk again
+        raise
     except Exception as exc:  # noqa: BLE001 - the harness records failures, never raises
         log.exception("answer generation failed for the whole batch")
         msg = f"{CRASH}{type(exc).__name__}: {exc}"[:500]

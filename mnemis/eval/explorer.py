@@ -10,7 +10,9 @@
 Everything comes from the run directory (``mnemis report`` regenerates the page): ``questions.jsonl``,
 ``metrics.json``, ``recall.json``, ``contexts.jsonl``, ``system1.jsonl``, ``traversal.jsonl``,
 ``hierarchy_metrics.json``, the judges' progress files (rationales) and ``explorer_graph.json``, the
-names, hierarchy and evidence turns the eval job copies out of the store (:func:`graph_snapshot`).
+names, hierarchy and evidence turns the eval job copies out of the store (:func:`graph_snapshot`). Each
+record is checked as it is read (:mod:`mnemis.eval.run_files`); a damaged one is left out and named at the top
+of the page, and the rest still renders.
 """
 
 from __future__ import annotations
@@ -23,6 +25,19 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mnemis.eval.run_files import (
+    BuildSummary,
+    ContextRow,
+    JudgeProgressRow,
+    MethodMetrics,
+    RunFileError,
+    System1Row,
+    check,
+    hierarchy_file,
+    read_json,
+    read_jsonl,
+    recall_file,
+)
 from mnemis.paths import safe_name
 from mnemis.types import Question
 
@@ -71,8 +86,8 @@ def snapshot_from_build(run_dir: str | Path) -> Path | None:
     out = run / GRAPH_FILE
     if out.is_file():
         return out
-    summary = _json(run / "build_summary.json", {})
-    store_path = summary.get("store") if isinstance(summary, dict) else None
+    summary = _json(run / "build_summary.json", {}, [], BuildSummary)
+    store_path = summary.get("store")
     if not isinstance(store_path, str) or not store_path:
         return None
     candidates = [Path(store_path)] if Path(store_path).is_absolute() else \
@@ -80,7 +95,7 @@ def snapshot_from_build(run_dir: str | Path) -> Path | None:
     path = next((c for c in candidates if c.is_file()), None)
     if path is None:
         return None
-    qids = {r.get("question_id") for r in _jsonl(run / "questions.jsonl")}
+    qids = {r["question_id"] for r in _jsonl(run / "questions.jsonl", _question_record(), [])}
     try:
         store = GraphStore(path, read_only=True)  # a report never writes into the store a run dir names
     except StoreError as exc:
@@ -93,26 +108,42 @@ def snapshot_from_build(run_dir: str | Path) -> Path | None:
 
 
 # ------------------------------------------------------------------------------ reading the run dir
-def _json(path: Path, default: Any = None) -> Any:
+def _json(path: Path, default: Any, problems: list[str], model: Any = None) -> Any:
+    """The checked JSON of ``path`` as plain values; ``default`` when missing or damaged (named in ``problems``)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else default
-    except (OSError, json.JSONDecodeError):
+        value = read_json(path, model)
+    except RunFileError as exc:
+        problems.append(str(exc))
         return default
+    if value is None:
+        return default
+    return value.model_dump(mode="json") if model is not None else value
 
 
-def _jsonl(path: Path) -> Iterable[dict[str, Any]]:
-    if not path.is_file():
+def _jsonl(path: Path, model: Any, problems: list[str]) -> list[dict[str, Any]]:
+    """The valid records of a JSON-lines file as plain values; damaged ones are named in ``problems``."""
+    try:
+        return [r.model_dump(mode="json") for r in read_jsonl(path, model, problems=problems)]
+    except RunFileError as exc:  # the file itself cannot be read
+        problems.append(str(exc))
         return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut by a kill: the rest of the page still renders
-    return rows
 
 
-def _rationales(run: Path) -> dict[tuple[str, str, str], str]:
+def _question_record() -> Any:
+    from mnemis.eval.records import QuestionRecord
+
+    return QuestionRecord
+
+
+def _checked(value: Any, where: str, problems: list[str], read: Any) -> Any:
+    try:
+        return read(value, where)
+    except RunFileError as exc:
+        problems.append(str(exc))
+        return None
+
+
+def _rationales(run: Path, problems: list[str]) -> dict[tuple[str, str, str], str]:
     """``(method, judge file name, question_id) -> reasoning`` from the judges' progress files,
     ``progress/judge.<method>.<seed>.<judge>.jsonl`` (the judge's name as :func:`mnemis.paths.safe_name` made
     it a file name; it may contain dots)."""
@@ -122,7 +153,7 @@ def _rationales(run: Path) -> dict[tuple[str, str, str], str]:
         if len(parts) < 3:
             continue
         method, judge = parts[0], parts[2]
-        for row in _jsonl(f):
+        for row in _jsonl(f, JudgeProgressRow, problems):
             if row.get("reasoning"):
                 out[(method, judge, row.get("question_id", ""))] = row["reasoning"]
     return out
@@ -146,23 +177,31 @@ def _summary(metrics: dict[str, Any], recall: dict[str, Any]) -> list[dict[str, 
 
 def explorer_data(run_dir: str | Path) -> dict[str, Any]:
     """The page's data, read from the run directory (any file may be missing)."""
+    from mnemis.retrieve.system2_records import Traversal
+
     run = Path(run_dir)
-    metrics = _json(run / "metrics.json", {}) or {}
+    problems: list[str] = []
+    metrics = _json(run / "metrics.json", {}, problems)
+    if not isinstance(metrics, dict):
+        problems.append(f"{run / 'metrics.json'}: expected a JSON object, got {type(metrics).__name__}")
+        metrics = {}
     if "judges" in metrics:  # one method's metrics at the top level
         metrics = {"run": metrics}
-    recall = _json(run / "recall.json", {}) or {}
-    graph = _json(run / GRAPH_FILE, {}) or {}
+    metrics = {m: ok.model_dump(mode="json") for m, v in metrics.items()
+               if (ok := _checked(v, f"{run / 'metrics.json'}: method {m!r}", problems,
+                                  lambda x, w: check(x, MethodMetrics, w))) is not None}
+    recall = _checked(_json(run / "recall.json", {}, problems), str(run / "recall.json"), problems, recall_file) or {}
+    graph = _json(run / GRAPH_FILE, {}, problems)
+    graph = graph if isinstance(graph, dict) else {}
     evidence = graph.get("evidence", {})
-    contexts = {r["question_id"]: r for r in _jsonl(run / "contexts.jsonl") if "question_id" in r}
-    system1 = {r["question_id"]: r for r in _jsonl(run / "system1.jsonl") if "question_id" in r}
-    traversal = {r["question_id"]: r for r in _jsonl(run / "traversal.jsonl") if "question_id" in r}
-    why = _rationales(run)
+    contexts = {r["question_id"]: r for r in _jsonl(run / "contexts.jsonl", ContextRow, problems)}
+    system1 = {r["question_id"]: r for r in _jsonl(run / "system1.jsonl", System1Row, problems)}
+    traversal = {r["question_id"]: r for r in _jsonl(run / "traversal.jsonl", Traversal, problems)}
+    why = _rationales(run, problems)
     questions: dict[str, dict[str, Any]] = {}
     methods: list[str] = []
-    for r in _jsonl(run / "questions.jsonl"):
-        qid, method = r.get("question_id"), r.get("method", "?")
-        if qid is None:
-            continue
+    for r in _jsonl(run / "questions.jsonl", _question_record(), problems):
+        qid, method = r["question_id"], r["method"]
         if method not in methods:
             methods.append(method)
         q = questions.setdefault(qid, {
@@ -176,16 +215,14 @@ def explorer_data(run_dir: str | Path) -> dict[str, Any]:
             "answer": r.get("answer"), "error": r.get("answer_error"), "labels": labels, "seed": r.get("seed", 0),
             "rationales": {j: why.get((method, safe_name(str(j)), qid), "") for j in labels},
             "reached": (bool(ev & set(r.get("context_ids") or [])) if ev and r.get("context_ids") else None)})
-    hier = _json(run / "hierarchy_metrics.json", {}) or {}
-    if isinstance(hier, list):  # a list of per-group metrics
-        hier = {str(m.get("group_id", i)): m for i, m in enumerate(hier) if isinstance(m, dict)}
-    elif "group_id" in hier or "entities" in hier:  # one group's metrics
-        hier = {str(hier.get("group_id", "group")): hier}
+    rows = _checked(_json(run / "hierarchy_metrics.json", None, problems), str(run / "hierarchy_metrics.json"),
+                    problems, lambda v, w: hierarchy_file(v, w) if v is not None else [])
+    hier = {str(m.get("group_id", i)): m for i, m in enumerate(rows or [])}
     groups = {g: {**v, "metrics": hier.get(g)} for g, v in (graph.get("groups") or {}).items()}
     for g, m in hier.items():
         groups.setdefault(g, {"nodes": {}, "children": {}, "layers": {}, "metrics": m})
     return {"run": run.name, "methods": methods, "summary": _summary(metrics, recall),
-            "questions": list(questions.values()), "groups": groups}
+            "questions": list(questions.values()), "groups": groups, "problems": problems}
 
 
 # ------------------------------------------------------------------------------ the page
@@ -349,7 +386,7 @@ def render_html(data: dict[str, Any]) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>
 <body><h1>{title}</h1>
-<h2>Summary</h2><div id="summary"></div>
+{_problems_html(data.get("problems") or [])}<h2>Summary</h2><div id="summary"></div>
 <h2>Questions</h2>
 <div id="filters">
  <label>category <select id="f-cat"></select></label>
@@ -368,6 +405,14 @@ Marks: <span class="ok">✓</span> correct, <span class="bad">✗</span> wrong (
 <script>{_JS}</script>
 </body></html>
 """
+
+
+def _problems_html(problems: Sequence[str]) -> str:
+    if not problems:
+        return ""
+    items = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
+    return (f'<h2 class="bad">Damaged records, left out of this page ({len(problems)})</h2>'
+            f'<ul id="problems">{items}</ul>\n')
 
 
 def write_html(run_dir: str | Path) -> Path:

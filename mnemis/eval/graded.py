@@ -25,6 +25,7 @@ from typing import Any
 from mnemis.eval.answer import AnswerRecord
 from mnemis.eval.kendall import align, event_ordering_score
 from mnemis.eval.progress import JsonlProgress, item_key
+from mnemis.models.failures import EngineFailure
 from mnemis.models.llm.base import LLMRequest, Sampling
 from mnemis.models.llm.chunks import chunk_size, chunked
 from mnemis.prompts.judge_beam import JUDGE_BEAM_RUBRIC, JUDGE_BEAM_SAME_EVENT
@@ -105,6 +106,8 @@ def ask_all(llm, requests: Sequence[LLMRequest], progress: str | Path | None = N
     for chunk in chunked(pending, chunk_size(llm)):
         try:
             results = llm.generate([requests[i] for i in chunk])
+        except EngineFailure:  # no reply is not a verdict: the stage stops, a rerun asks this chunk again
+            raise
         except Exception:  # noqa: BLE001 - judge failures are counted, never raised (nor recorded)
             log.exception("graded judge failed for a whole batch")
             continue

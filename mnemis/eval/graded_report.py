@@ -10,7 +10,6 @@ flags per category (questions whose retrieval or answer raised a flag).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -56,10 +55,11 @@ def graded_section(run: Path, metrics: Mapping[str, Any]) -> list[str]:
 
 
 def _leniency_lines(run: Path) -> list[str]:
-    p = run / "graded_leniency.json"
-    if not p.is_file():
+    from mnemis.eval.run_files import read_checked
+
+    data = read_checked(run / "graded_leniency.json")
+    if data is None:
         return []
-    data = json.loads(p.read_text(encoding="utf-8"))
     lines = [f"## Graded judges' controls (mean score %, {data.get('n_questions', 0)} questions)", "",
              "| judge | reference (should be high) | swapped (should be low) | vague (should be low) | failures |",
              "|---|---|---|---|---|"]

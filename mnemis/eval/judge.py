@@ -19,6 +19,7 @@ from typing import Any
 
 from mnemis.eval.answer import AnswerRecord
 from mnemis.eval.progress import JsonlProgress, item_key
+from mnemis.models.failures import EngineFailure
 from mnemis.models.llm.base import LLMRequest, Sampling
 from mnemis.models.llm.chunks import chunk_size, chunked
 from mnemis.paths import safe_name
@@ -134,6 +135,8 @@ def judge_one_llm(
     for chunk in chunked(pending, chunk_size(llm)):
         try:
             results = llm.generate([requests[j] for j in chunk])
+        except EngineFailure:  # no reply is not a verdict: the stage stops, a rerun asks this chunk again
+            raise
         except Exception:  # noqa: BLE001 - judge failures are counted, never raised (nor recorded)
             log.exception("judge %s failed for the whole batch", stage)
             continue

@@ -112,13 +112,13 @@ def write_records(path: str | Path, records: Iterable[QuestionRecord], *, append
 
 
 def read_records(path: str | Path) -> list[QuestionRecord]:
-    """Records of a ``questions.jsonl`` file (blank lines ignored)."""
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                out.append(QuestionRecord.model_validate_json(line))
-    return out
+    """Records of a ``questions.jsonl`` file (blank lines ignored); a damaged record raises
+    :class:`~mnemis.eval.run_files.RunFileError` naming the file, its line and the field."""
+    from mnemis.eval.run_files import RunFileError, read_jsonl
+
+    if not Path(path).is_file():
+        raise RunFileError(f"{path}: no such file")
+    return read_jsonl(path, QuestionRecord)
 
 
 def as_record(row: QuestionRecord | Mapping[str, Any]) -> QuestionRecord:

@@ -6,12 +6,14 @@ Inputs (all optional except one of the first two): ``questions.jsonl`` (records)
 ``roles.json`` (which model answers, selects and judges, with each judge's criterion; ``mnemis.app.jobs``),
 ``recall.json`` (``{route: {"recall@10": x, "mrr": y, ...}}``, optionally nested under a method),
 ``hierarchy_metrics.json`` (a dict, or a list of per-group dicts).
-Outputs: ``report.md``, ``accuracy.png``, ``recall.png`` (if recall), ``cost.png`` (if ledger).
+Outputs: ``report.md``, ``accuracy.png``, ``recall.png`` (if recall), ``cost.png`` (if ledger). Every file is
+checked as it is read (:mod:`mnemis.eval.run_files`): a damaged one stops the report with a
+:class:`~mnemis.eval.run_files.RunFileError` naming the file, the record and the field, after ``report.html`` has
+been written from the valid records.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,14 +22,30 @@ from typing import Any
 from mnemis.eval.explorer import write_html
 from mnemis.eval.metrics import metrics_by_method, order_categories
 from mnemis.eval.records import QUESTIONS_FILE, read_records
+from mnemis.eval.run_files import (
+    LeniencyFile,
+    RolesFile,
+    RunFileError,
+    hierarchy_file,
+    ledger_file,
+    metrics_file,
+    read_json,
+    recall_file,
+)
 
 REPORT_FILE = "report.md"
 _RECALL_K = re.compile(r"recall@(\d+)$")
 
 
-def _load(run: Path, name: str) -> Any:
-    p = run / name
-    return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+def _load(run: Path, name: str, read: Any = None) -> Any:
+    """The checked content of ``run / name`` as plain values (None when missing): ``read`` is a pydantic model or a
+    ``(value, where)`` checker of :mod:`mnemis.eval.run_files`."""
+    path = run / name
+    if isinstance(read, type):
+        value = read_json(path, read)
+        return None if value is None else value.model_dump(mode="json")
+    value = read_json(path)
+    return value if value is None or read is None else read(value, str(path))
 
 
 def _pct(x: float | None) -> str:
@@ -55,16 +73,6 @@ def _num(v: float | None, key: str = "") -> str:
     if v is None:
         return "–"
     return str(int(v)) if key in ("n", "skipped", "total", "count") else f"{v:.3f}"
-
-
-def _normalise_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    return {"run": dict(metrics)} if "judges" in metrics else dict(metrics)
-
-
-def _normalise_ledgers(ledger: Mapping[str, Any] | None) -> dict[str, Any]:
-    if not ledger:
-        return {}
-    return {"run": dict(ledger)} if "stages" in ledger else {k: v for k, v in ledger.items() if "stages" in v}
 
 
 def _recall_leaves(obj: Any, prefix: str = "") -> dict[str, dict[str, float]]:
@@ -334,22 +342,30 @@ def _graded_lines(run: Path, metrics: Mapping[str, Any], qfile: Path) -> list[st
 
 def write_report(run_dir: str | Path) -> Path:
     """Write ``report.md``, its plots and ``report.html`` (:mod:`mnemis.eval.explorer`) into ``run_dir`` from
-    its files; returns the report path."""
+    its files; returns the report path. A damaged file raises ``RunFileError`` (the page is written first)."""
     run = Path(run_dir)
-    metrics = _load(run, "metrics.json")
+    try:
+        return _write_report(run)
+    except RunFileError as exc:
+        write_html(run)  # the explorer shows every valid record and names the damaged ones
+        raise RunFileError(f"{exc}\n(report.md not written; {run / 'report.html'} shows the valid records)") \
+            from None
+
+
+def _write_report(run: Path) -> Path:
+    metrics = _load(run, "metrics.json", metrics_file)
     qfile = run / QUESTIONS_FILE
     if metrics is None:
         if not qfile.is_file():
             raise FileNotFoundError(f"{run} has neither metrics.json nor {QUESTIONS_FILE}")
         metrics = metrics_by_method(read_records(qfile))
-    metrics = _normalise_metrics(metrics)
-    len_file = _load(run, "leniency.json") or {}
+    len_file = _load(run, "leniency.json", LeniencyFile) or {}
     leniency = len_file.get("judges", {})
     criteria = len_file.get("criteria", {})
-    roles = _load(run, "roles.json") or {}
-    ledgers = _normalise_ledgers(_load(run, "ledger.json"))
-    recall = _recall_leaves(_load(run, "recall.json") or {})
-    hierarchy = _load(run, "hierarchy_metrics.json")
+    roles = _load(run, "roles.json", RolesFile) or {}
+    ledgers = _load(run, "ledger.json", ledger_file) or {}
+    recall = _recall_leaves(_load(run, "recall.json", recall_file) or {})
+    hierarchy = _load(run, "hierarchy_metrics.json", hierarchy_file)
 
     lines = [f"# Mnemis run report: {run.name}", ""]
     for method, m in metrics.items():

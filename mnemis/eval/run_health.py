@@ -14,7 +14,9 @@ as the paper's and whether the judge grades like the reference judge must be rea
 - **model limits** (``ledger.json``): reply budgets clamped to the served model's completion cap or window,
   requests refused as over a limit, schema requests decoded without their schema.
 
-Each sign that the run did not run the paper's method is a warning line. ``health.json`` holds the figures
+Every file is checked as it is read (:mod:`mnemis.eval.run_files`): a damaged one stops with a
+:class:`~mnemis.eval.run_files.RunFileError` naming the file, the record and the field. Each sign that the run did
+not run the paper's method is a warning line. ``health.json`` holds the figures
 and the warnings; the report opens with them (:func:`health_lines`); ``mnemis doctor`` and
 ``experiments/bench/gpu_smoke.sh`` point here.
 """
@@ -26,6 +28,17 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from mnemis.eval.run_files import (
+    BuildSummary,
+    LeniencyFile,
+    RunFileError,
+    hierarchy_file,
+    ledger_file,
+    read_json,
+    read_jsonl,
+    recall_file,
+)
 
 HEALTH_FILE = "health.json"
 # thresholds of the warning lines (shares of questions, ratios of recalls, acceptance rates)
@@ -40,27 +53,6 @@ TOP_LAYER_NODES = 100     # a top layer this large makes one very long selection
 LENIENCY_GAP = 0.25       # acceptance rate this far from the reference generous judge's
 MOSTLY_ACCEPTS = 0.8      # a judge that accepts most known-wrong answers: its accuracy is not meaningful
 PAPER_TABLE3_PROMPT_TOKENS = 6600  # the paper's base-graph prompt tokens per LoCoMo episode (Table 3, GPT-4.1-mini)
-
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (OSError, ValueError):
-        return None
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict):
-            out.append(row)
-    return out
 
 
 def _share(n: int, total: int) -> float | None:
@@ -281,31 +273,35 @@ def warnings(h: Mapping[str, Any]) -> list[str]:
 
 def run_health(run_dir: str | Path) -> dict[str, Any]:
     """The health figures and warnings of a run directory (every part optional: what is there is read)."""
+    from mnemis.retrieve.system2_records import Traversal
+
     run = Path(run_dir)
-    cfg = _json(run / "config.json") or {}
+    cfg = read_json(run / "config.json") or {}
+    if not isinstance(cfg, Mapping):
+        raise RunFileError(f"{run / 'config.json'}: expected a JSON object, got {type(cfg).__name__}")
     s2cfg = ((cfg.get("retrieval") or {}).get("system2") or {})
     health: dict[str, Any] = {"fidelity": cfg.get("fidelity")}
-    traversals = _jsonl(run / "traversal.jsonl")
+    traversals = [t.model_dump(mode="json") for t in read_jsonl(run / "traversal.jsonl", Traversal)]
     if traversals:
         health["system2"] = system2_health(traversals, s2cfg.get("entity_round"))
-    recall = _json(run / "recall.json")
-    if isinstance(recall, Mapping):
-        health["recall"] = route_recall(recall)
-    summary = _json(run / "build_summary.json")
-    if isinstance(summary, Mapping):
-        bg = base_graph_health(summary)
+    recall = read_json(run / "recall.json")
+    if recall is not None:
+        health["recall"] = route_recall(recall_file(recall, str(run / "recall.json")))
+    summary = read_json(run / "build_summary.json", BuildSummary)
+    if summary is not None:
+        bg = base_graph_health(summary.model_dump(mode="json"))
         if bg:
             bg["paper_table3_prompt_tokens_per_episode"] = PAPER_TABLE3_PROMPT_TOKENS
             health["base_graph"] = bg
-    hierarchy = _json(run / "hierarchy_metrics.json")
+    hierarchy = read_json(run / "hierarchy_metrics.json")
     if hierarchy:
-        health["hierarchy"] = hierarchy_health(hierarchy)
-    ledger = _json(run / "ledger.json")
-    if isinstance(ledger, Mapping):
-        health["limits"] = limits_health(ledger)
-    leniency = _json(run / "leniency.json")
-    if isinstance(leniency, Mapping):
-        health["judges"] = judge_health(leniency)
+        health["hierarchy"] = hierarchy_health(hierarchy_file(hierarchy, str(run / "hierarchy_metrics.json")))
+    ledger = read_json(run / "ledger.json")
+    if ledger is not None:
+        health["limits"] = limits_health(ledger_file(ledger, str(run / "ledger.json")))
+    leniency = read_json(run / "leniency.json", LeniencyFile)
+    if leniency is not None:
+        health["judges"] = judge_health(leniency.model_dump(mode="json"))
     health["warnings"] = warnings(health)
     return health
 

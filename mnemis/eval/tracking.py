@@ -17,7 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from mnemis.eval.run_files import read_checked
+
 log = logging.getLogger(__name__)
+SUMMARY_FILES = ("metrics.json", "leniency.json", "ledger.json", "recall.json", "hierarchy_metrics.json")
 
 
 @runtime_checkable
@@ -122,9 +125,10 @@ class JsonlTracker:
     def log_run_dir(self, run_dir: str | Path) -> None:
         run = Path(run_dir)
         summary: dict[str, Any] = {}
-        for name in ("metrics.json", "leniency.json", "ledger.json", "recall.json", "hierarchy_metrics.json"):
-            if (run / name).is_file():
-                summary.update(flatten(json.loads((run / name).read_text()), prefix=Path(name).stem))
+        for name in SUMMARY_FILES:
+            value = read_checked(run / name)
+            if value is not None:
+                summary.update(flatten(value, prefix=Path(name).stem))
         self._write("run_dir", run_dir=str(run), summary=summary)
 
     def finish(self) -> None:
@@ -177,10 +181,10 @@ class WandbTracker:
     def log_run_dir(self, run_dir: str | Path) -> None:
         """Metrics (flattened into the summary), questions table, plots, ledger and leniency of a run dir."""
         run = Path(run_dir)
-        for name in ("metrics.json", "leniency.json", "ledger.json", "recall.json", "hierarchy_metrics.json"):
-            p = run / name
-            if p.is_file():
-                flat = flatten(json.loads(p.read_text()), prefix=p.stem)
+        for name in SUMMARY_FILES:
+            value = read_checked(run / name)
+            if value is not None:
+                flat = flatten(value, prefix=Path(name).stem)
                 self.run.summary.update({k: v for k, v in flat.items() if v is not None})
         self.log_table("questions", _table_rows(run))
         self.log_images(sorted(run.glob("*.png")))

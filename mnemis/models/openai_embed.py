@@ -21,14 +21,19 @@ from typing import Any
 import numpy as np
 
 from mnemis.models.embed import Kind, _check_kind, _l2
+from mnemis.models.failures import EngineFailure
 
 log = logging.getLogger(__name__)
 KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 RETRY_STATUS = (408, 409, 429)
 
 
-class EmbeddingError(RuntimeError):
-    """An embedding request failed for good (after retries, or a refused / malformed reply)."""
+class EmbeddingError(EngineFailure):
+    """An embedding request failed for good (after retries, or a refused / malformed reply); it stops the stage
+    as any engine failure does (:mod:`mnemis.models.failures`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, stage="embed")
 
 
 class OpenAIEmbedder:

@@ -8,7 +8,9 @@ when it is given as a factory with its identity, :meth:`CachedReranker.for_node`
 reranker's ``model_id`` (a name plus a hash of the weight files, never a path) plus its instruction and
 token budget, the settings that change a score.
 
-``stats`` counts pairs asked, unique pairs, cache hits and pairs scored since construction.
+``stats`` counts pairs asked, unique pairs, cache hits and pairs scored since construction. A wrapped model that
+raises (engine dead, out of memory) is retried with back-off and then stops the stage with ``EngineFailure``
+(:mod:`mnemis.models.failures`); nothing of that call is cached.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from mnemis.models.failures import with_retries
 from mnemis.store.connection import SQLiteFile
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, score REAL NOT NULL)"
@@ -61,14 +64,17 @@ class CachedReranker:
     Args:
         reranker: the model (any object with ``model_id`` and ``score``).
         cache_dir: folder of ``rerank.sqlite``; ``None`` = deduplicate only, no disk cache.
+        engine_retries / engine_backoff_s: retries of a raising ``score`` call and the first wait (doubling).
     """
 
-    def __init__(self, reranker: Any, cache_dir: str | Path | None = None, *, identity: str | None = None) -> None:
+    def __init__(self, reranker: Any, cache_dir: str | Path | None = None, *, identity: str | None = None,
+                 engine_retries: int = 3, engine_backoff_s: float = 2.0) -> None:
         lazy = identity is not None and callable(reranker) and not hasattr(reranker, "score")
         self._inner = None if lazy else reranker
         self._factory = reranker if lazy else None
         self.identity = identity if lazy else reranker_identity(reranker)
         self.model_id = json.loads(self.identity)["model"]
+        self.engine_retries, self.engine_backoff_s = engine_retries, engine_backoff_s
         self.stats = RerankStats()
         self._db: SQLiteFile | None = None
         if cache_dir is not None:
@@ -136,8 +142,10 @@ class CachedReranker:
         missing = [k for k in first if k not in known]
         if missing:
             idx = [first[k] for k in missing]
-            fresh = np.asarray(self.inner.score([queries[i] for i in idx], [documents[i] for i in idx]),
-                               dtype=np.float64).reshape(-1)
+            raw = with_retries(lambda: self.inner.score([queries[i] for i in idx], [documents[i] for i in idx]),
+                               stage="rerank", items=len(idx), retries=self.engine_retries,
+                               first_backoff_s=self.engine_backoff_s)
+            fresh = np.asarray(raw, dtype=np.float64).reshape(-1)
             if fresh.shape[0] != len(idx):
                 raise RuntimeError(f"reranker {self.model_id} returned {fresh.shape[0]} scores for {len(idx)} pairs")
             if not np.isfinite(fresh).all():

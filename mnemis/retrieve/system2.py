@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mnemis.models.cache import CacheMissError
+from mnemis.models.failures import EngineFailure
 from mnemis.models.llm.base import LLMRequest, LLMResult, Sampling
 from mnemis.prompts.select_nodes import (
     SELECT_NODES,
@@ -165,7 +166,7 @@ class System2:
             results = list(self.llm.generate(requests))
             if len(results) != len(requests):
                 raise RuntimeError(f"llm returned {len(results)} results for {len(requests)} requests")
-        except CacheMissError:
+        except (CacheMissError, EngineFailure):  # a missing replay entry or a dead engine stops the run
             raise
         except Exception as exc:  # noqa: BLE001 - a crashed batch fails its items, not the run
             log.exception("selection batch failed")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, dump_json, read_records, write_records
+from mnemis.eval.run_files import RunFileError
 
 # Top-level config keys that may differ between shards of one run.
 IGNORED_KEYS = ("shard", "paths", "run_dir", "run_name", "command", "out", "runs")
@@ -230,7 +231,7 @@ def merge_command(args: Sequence[str]) -> dict[str, Any]:
     try:
         runs, out = parse_merge_args(args)
         metrics = merge_runs(runs, out)
-    except (MergeError, FileNotFoundError) as exc:
+    except (MergeError, FileNotFoundError, RunFileError) as exc:  # RunFileError: a damaged shard file, named
         raise SystemExit(f"mnemis merge: {exc}") from None
     print(f"merged {len(runs)} runs into {out}: methods {list(metrics)}; report: {Path(out) / 'report.md'}")
     return metrics

@@ -14,9 +14,9 @@ def verdict(label: str) -> str:
     return json.dumps({"reasoning": "compared with the gold answer", "label": label})
 
 
-def scripted_llm(responder, max_retries: int = 0) -> tuple[LLM, ScriptedBackend]:
+def scripted_llm(responder, max_retries: int = 0, **options) -> tuple[LLM, ScriptedBackend]:
     backend = ScriptedBackend(responder)
-    return LLM(backend, max_retries=max_retries), backend
+    return LLM(backend, max_retries=max_retries, **options), backend
 
 
 def make_question(i: int, group: str = "g0", category: str = "single-hop", answer: str = "Paris",

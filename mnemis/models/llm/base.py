@@ -12,7 +12,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 
 class Sampling(BaseModel):
@@ -64,9 +64,19 @@ class Completion(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str | None = None
-    error: str | None = Field(None, description="transport failure for this item (timeout, 5xx ...)")
-    over_limit: bool = Field(False, description="refused as over the model's completion cap or window")
+    error: str | None = Field(None, description="no reply for this item: the engine's failure (dead, connection "
+                              "refused or reset, out of memory, timeout): retried, then EngineFailure stops the stage")
+    refused: bool = Field(False, description="the error is the backend refusing this very request (longer than the "
+                          "model's context, a schema it cannot compile): the item fails as a bad reply does")
+    over_limit: bool = Field(False, description="refused as over the model's completion cap or window (a refusal: "
+                             "never retried, never cached, since the same request would be refused again)")
     unconstrained: bool = Field(False, description="a schema request decoded without its schema (format refused)")
+
+    @model_validator(mode="after")
+    def _over_limit_is_a_refusal(self) -> Completion:
+        if self.over_limit:
+            self.refused = True
+        return self
 
 
 class LLMResult(BaseModel):

@@ -3,9 +3,16 @@
 ``LLM.generate(requests)`` looks every request up in the response cache, sends all misses to the
 backend in **one** ``complete()`` call, validates each reply against its pydantic schema, and retries
 the failures (each retry round is again one batched call) with the bad reply and the validation error
-appended to a copy of the conversation. Items that still fail come back as ``LLMResult(error=...)``
-and are counted in the ledger; nothing in one item makes the batch raise. The only exception that
-escapes is ``CacheMissError`` in ``replay_only`` mode, by design.
+appended to a copy of the conversation. Items whose reply still fails come back as ``LLMResult(error=...)``
+and are counted in the ledger; a bad reply never makes the batch raise.
+
+Engine failures are errors, never answers (:mod:`mnemis.models.failures`): when the backend raises for a batch
+or returns an item without a reply (engine dead, connection refused or reset, out of memory, a batch past its
+time limit), those items are sent again after a back-off (``engine_retries``, ``engine_backoff_s``) and then
+:class:`~mnemis.models.failures.EngineFailure` is raised, which stops the stage. They are never written to the
+cache, so a rerun asks exactly them again. A request the backend refuses itself (``Completion.refused``: longer
+than the model's context, a schema it cannot compile) fails as a bad reply does. ``CacheMissError`` in
+``replay_only`` mode also escapes, by design.
 
 Reply budgets: before anything else each request's ``max_tokens`` (and, under ``fit``, its decoding
 schema) is set by :func:`mnemis.models.llm.budget.plan`, so a schema-valid reply is never cut off.
@@ -18,9 +25,9 @@ Salvage: a reply cut at ``max_tokens`` that has complete items is not re-asked (
 it again); it and any reply still invalid after the retries keep their complete items (:mod:`mnemis.models.llm.salvage`),
 counted as ``truncated`` / ``salvaged`` in the ledger.
 
-Exact replay: the cache stores the **final outcome** of every request, failures included (last reply,
-error, finish reason), so ``replay_only`` reproduces a run failures and all. A ``readwrite`` run replays
-stored failures too and re-asks them only with ``retry_failed=True``.
+Exact replay: the cache stores the **final outcome** of every request the model answered, failed replies
+included (last reply, error, finish reason), so ``replay_only`` reproduces a run failures and all. A
+``readwrite`` run replays stored failed replies too and re-asks them only with ``retry_failed=True``.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from typing import Any
 
 from mnemis import progress
 from mnemis.models.cache import MODES, CachedReply, CacheMissError, ResponseCache, request_key
+from mnemis.models.failures import RERUN, EngineFailure, backoff_s
 from mnemis.models.ledger import Ledger
 from mnemis.models.llm.base import Backend, Completion, LLMRequest, LLMResult
 from mnemis.models.llm.budget import POLICIES, plan
@@ -43,6 +51,7 @@ from mnemis.models.llm.replies import MAX_ERR_CHARS, parse_reply  # noqa: F401  
 from mnemis.models.llm.salvage import salvage
 
 log = logging.getLogger(__name__)
+LEGACY_ENGINE_ERROR = "backend error: "  # how caches written before engine failures stopped a run mark them
 RETRY_INSTRUCTION = (
     "Your previous reply could not be used: {error}\n"
     "Reply again with only a JSON value that matches the required schema, and nothing else."
@@ -56,10 +65,13 @@ class LLM:
         backend: anything with ``model_id`` and ``complete(requests) -> list[Completion]``.
         cache_dir: directory of the response cache; None disables caching.
         cache_mode: ``readwrite`` (default), ``replay_only`` (a miss raises ``CacheMissError``) or ``off``.
-        max_retries: retry rounds for invalid replies and transport errors.
+        max_retries: retry rounds for replies that fail validation.
         ledger: where counters go; a fresh ``Ledger`` if None.
         reply_budget: ``raise`` (default) | ``fit`` | ``off`` (:mod:`mnemis.models.llm.budget`).
-        retry_failed: re-ask requests whose stored outcome is a failure (readwrite mode only).
+        retry_failed: re-ask requests whose stored outcome is a failed model reply (readwrite mode only; an
+            engine failure is never stored, so it is always asked again).
+        engine_retries: times the items an engine gave no reply for are sent again before ``EngineFailure``.
+        engine_backoff_s: wait before the first of those retries; doubles each time.
         chunk_size: requests per chunk for stages that commit their results chunk by chunk
             (:func:`mnemis.models.llm.chunks.chunked`); a kill loses at most one chunk.
     """
@@ -75,6 +87,8 @@ class LLM:
         reply_budget: str = "raise",
         retry_failed: bool = False,
         chunk_size: int = 1024,
+        engine_retries: int = 3,
+        engine_backoff_s: float = 2.0,
     ) -> None:
         if cache_mode not in MODES:
             raise ValueError(f"cache_mode must be one of {MODES}, got {cache_mode!r}")
@@ -86,6 +100,10 @@ class LLM:
             raise ValueError(f"reply_budget must be one of {POLICIES}, got {reply_budget!r}")
         if chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
+        if engine_retries < 0 or engine_backoff_s < 0:
+            raise ValueError("engine_retries and engine_backoff_s must be >= 0")
+        self.engine_retries = int(engine_retries)
+        self.engine_backoff_s = float(engine_backoff_s)
         self.reply_budget = reply_budget
         self.retry_failed = bool(retry_failed)
         self.chunk_size = int(chunk_size)
@@ -120,13 +138,15 @@ class LLM:
         pending = [_Attempt(i, list(requests[i].messages)) for i in send]
         bar = progress.start(requests[0].stage, len(send))  # counts, rate, ETA per stage (mnemis.progress)
         round_no = 0
-        while pending:
-            pending = self._round(pending, requests, keys, results, tally, last=round_no >= self.max_retries)
+        try:
+            while pending:
+                pending = self._round(pending, requests, keys, results, tally, last=round_no >= self.max_retries)
+                if bar is not None:
+                    bar.update(tally.finished_last_round)
+                round_no += 1
+        finally:
             if bar is not None:
-                bar.update(tally.finished_last_round)
-            round_no += 1
-        if bar is not None:
-            bar.close()
+                bar.close()
         for i, j in followers.items():
             src = results[j]
             assert src is not None
@@ -152,18 +172,27 @@ class LLM:
                results: list[LLMResult | None], tally: _Tally, *, last: bool) -> list[_Attempt]:
         """One backend call for every pending attempt: keep the valid (or salvaged) replies, re-ask the others
         with the validation error unless this is the ``last`` round, record final failures; store the round's
-        outcomes in the cache. Returns the attempts to re-ask."""
+        outcomes in the cache. Returns the attempts to re-ask. Raises ``EngineFailure`` (after storing the
+        round's replies) when the engine gave no reply for some attempts."""
         batch = [requests[a.index].model_copy(update={"messages": a.messages}) for a in pending]
         batch, refused = self._fit_limits(batch, pending, tally)
         sent = self._complete([r for k, r in enumerate(batch) if k not in refused])
         completions = [refused[k] if k in refused else sent.pop(0) for k in range(len(batch))]
         still: list[_Attempt] = []
         to_store: list[tuple[str, str, str, CachedReply]] = []
+        no_reply: list[str] = []
         for a, comp in zip(pending, completions):
             req = requests[a.index]
             tally.count(req.stage, comp)
+            if comp.error is not None and not comp.refused:
+                no_reply.append(comp.error)
+                continue
             a.record(comp)
-            result, retry_messages = _read_completion(req, comp, a)
+            if comp.refused:
+                result, retry_messages = None, []
+                a.last_text, a.last_err = "", f"request refused: {comp.error}"
+            else:
+                result, retry_messages = _read_completion(req, comp, a)
             if result is not None:
                 results[a.index] = result
                 if self.cache is not None:
@@ -173,7 +202,7 @@ class LLM:
             if comp.over_limit:  # the same request would be refused again; a server's limit is no reply to keep
                 results[a.index] = LLMResult(error=a.last_err or comp.error, retries=a.attempts)
                 continue
-            if not last:  # (a cut reply with nothing complete to keep is re-asked)
+            if not last and not comp.refused:  # (a cut reply with nothing complete to keep is re-asked)
                 a.attempts += 1
                 tally.retries[req.stage] += 1
                 a.messages = retry_messages
@@ -188,6 +217,11 @@ class LLM:
                     finish_reason=a.last_finish, retries=a.attempts)))
         tally.finished_last_round = len(pending) - len(still)
         self._store(to_store)
+        if no_reply:
+            stage = requests[pending[0].index].stage
+            raise EngineFailure(f"stage {stage!r}: the engine gave no reply for {len(no_reply)} of {len(pending)} "
+                                f"request(s) after {self.engine_retries + 1} attempt(s): {no_reply[0]}; {RERUN}",
+                                stage=stage, items=len(no_reply))
         return still
 
     def _fit_limits(self, batch: list[LLMRequest], pending: list[_Attempt],
@@ -248,8 +282,8 @@ class LLM:
         common = {"text": hit.text, "prompt_tokens": hit.prompt_tokens, "completion_tokens": hit.completion_tokens,
                   "cached": True, "retries": hit.retries, "truncated": hit.finish_reason == "length"}
         if hit.error is not None:
-            if self.retry_failed and self.cache_mode != "replay_only":
-                return None
+            if self.cache_mode != "replay_only" and (self.retry_failed or hit.error.startswith(LEGACY_ENGINE_ERROR)):
+                return None  # (an engine failure an older version stored is asked again; a replay reproduces it)
             return LLMResult(error=hit.error, **common)
         parsed, err = parse_reply(hit.text, req.schema_)
         if err is None:
@@ -268,13 +302,32 @@ class LLM:
         return LLMResult(error=err, **common)
 
     def _complete(self, batch: list[LLMRequest]) -> list[Completion]:
+        """The backend's completions for ``batch``. Items the engine gave no reply for (the call raised, or the
+        item came back with an error that is not a refusal) are sent again after a back-off, at most
+        ``engine_retries`` times; an item still without a reply keeps its error."""
         if not batch:
             return []
+        out = self._call(batch)
+        for retry in range(1, self.engine_retries + 1):
+            todo = [i for i, c in enumerate(out) if c.error is not None and not c.refused]
+            if not todo:
+                break
+            wait = backoff_s(self.engine_backoff_s, retry)
+            log.warning("stage %r: the engine gave no reply for %d of %d request(s) (%s); retry %d of %d in %.1f s",
+                        batch[todo[0]].stage, len(todo), len(batch), out[todo[0]].error, retry, self.engine_retries,
+                        wait)
+            time.sleep(wait)
+            for i, c in zip(todo, self._call([batch[i] for i in todo])):
+                out[i] = c
+        return out
+
+    def _call(self, batch: list[LLMRequest]) -> list[Completion]:
+        """One ``backend.complete``; a raising call or a wrong count gives every item an error (no reply)."""
         try:
             out = list(self.backend.complete(batch))
         except SchemaDecodingRefused:  # a setting, not an item: the run stops and says so
             raise
-        except Exception as exc:  # noqa: BLE001 - a crashed batch becomes per-item errors (retried)
+        except Exception as exc:  # noqa: BLE001 - an engine exception: retried by _complete, then EngineFailure
             msg = f"{type(exc).__name__}: {exc}"[:MAX_ERR_CHARS]
             return [Completion(text="", error=msg) for _ in batch]
         if len(out) != len(batch):
@@ -378,19 +431,15 @@ def _read_completion(req: LLMRequest, comp: Completion, a: _Attempt) -> tuple[LL
     """``(result, retry messages)`` of one completion: a result when the reply validates (or its complete items
     can be salvaged from a cut reply), else None and the messages that re-ask with the error (``a`` keeps the
     last reply and error)."""
-    if comp.error is not None:
-        err, text, parsed = f"backend error: {comp.error}", comp.text or "", None
-        retry = list(req.messages)
-    else:
-        text = comp.text
-        parsed, err = parse_reply(text, req.schema_)
-        retry = list(req.messages) + [{"role": "assistant", "content": text},
-                                      {"role": "user", "content": RETRY_INSTRUCTION.format(error=err)}]
-        if err is None and comp.finish_reason == "length" and req.schema_ is None and not text:
-            err = "empty reply (hit max_tokens)"
+    text = comp.text
+    parsed, err = parse_reply(text, req.schema_)
+    retry = list(req.messages) + [{"role": "assistant", "content": text},
+                                  {"role": "user", "content": RETRY_INSTRUCTION.format(error=err)}]
+    if err is None and comp.finish_reason == "length" and req.schema_ is None and not text:
+        err = "empty reply (hit max_tokens)"
     cut = comp.finish_reason == "length"
     kept = None
-    if err is not None and comp.error is None and cut and req.salvage:
+    if err is not None and cut and req.salvage:
         kept = salvage(text, req.schema_)  # re-asking with the same budget would cut it again
     if err is None or kept is not None:
         return LLMResult(text=text, parsed=parsed if err is None else kept, prompt_tokens=a.used[0],

@@ -7,8 +7,10 @@ a limit error (``max_tokens`` above the cap, prompt + reply above the window) fa
 and never changes the format; only an explicit refusal of ``response_format`` / ``json_schema`` switches the
 backend, once and logged as an error, to ``json_object`` with the schema text appended to a copy of the messages
 (every such request is marked ``unconstrained``), or, with ``response_format="json_schema_only"``, stops the run
-(:class:`~mnemis.models.llm.limits.SchemaDecodingRefused`). Other per-item failures become
-``Completion(error=...)``.
+(:class:`~mnemis.models.llm.limits.SchemaDecodingRefused`). A request that still has no reply after its
+attempts (server gone, connection refused or reset, 5xx) fails the whole batch with :class:`NoReply`, as does a
+batch unfinished after ``batch_timeout_s``: the client retries it and then stops the stage
+(:mod:`mnemis.models.failures`). Other HTTP errors come back as ``Completion(error=...)``.
 
 Limits (:meth:`OpenAIBackend.limits`): ``max_completion_tokens`` / ``max_model_len`` as configured, and the
 ``max_model_len`` a vLLM server reports on ``GET /v1/models`` (the smaller wins). Prompts are counted by a vLLM
@@ -42,6 +44,12 @@ from mnemis.models.llm.limits import (
 log = logging.getLogger(__name__)
 FORMATS = ("json_schema", "json_schema_only", "json_object", "none")
 SCHEMA_FORMATS = ("json_schema", "json_schema_only")
+
+
+class NoReply(ConnectionError):
+    """The server gave no reply to a request of the batch after every attempt, or the batch ran out of time."""
+
+
 SCHEMA_HINT = "\n\nReply with only a JSON object that matches this JSON schema:\n{schema}"
 
 
@@ -63,13 +71,14 @@ class OpenAIBackend:
         extra_body: extra JSON fields for every request (e.g. vLLM's ``chat_template_kwargs``).
         max_completion_tokens: the model's completion cap (None: none stated).
         max_model_len: the model's window, prompt + reply (None: the server's ``GET /v1/models``, if it says).
+        batch_timeout_s: time limit of a whole ``complete()`` call (None: none beyond ``timeout_s`` per request).
     """
 
     def __init__(self, model: str, base_url: str, *, api_key_env: str = "OPENAI_API_KEY",
                  max_concurrency: int = 16, timeout_s: float = 120.0, max_attempts: int = 4,
                  backoff_s: float = 1.0, response_format: str = "json_schema", model_id: str | None = None,
                  extra_body: dict[str, Any] | None = None, max_completion_tokens: int | None = None,
-                 max_model_len: int | None = None) -> None:
+                 max_model_len: int | None = None, batch_timeout_s: float | None = None) -> None:
         if response_format not in FORMATS:
             raise ValueError(f"response_format must be one of {FORMATS}, got {response_format!r}")
         if max_concurrency < 1 or max_attempts < 1:
@@ -83,6 +92,7 @@ class OpenAIBackend:
         self.backoff_s = backoff_s
         self.response_format = response_format
         self.extra_body = dict(extra_body or {})
+        self.batch_timeout_s = batch_timeout_s
         self.model_id = model_id or f"openai:{model}"
         self._stated = ModelLimits(max_completion_tokens, max_model_len, "config")  # checks the values
         self._limits: ModelLimits | None = None  # once the server has been asked
@@ -131,7 +141,9 @@ class OpenAIBackend:
                     self._refused_schema(exc)
                     attempt -= 1  # the switch is not a failed attempt (happens once per request)
                     continue
-                return Completion(text="", error=f"HTTP 400 ({kind}): {exc}"[:1000], over_limit=kind == LIMIT)
+                # the server refused this very request: the item fails (a limit refusal is never cached), the stage goes on
+                return Completion(text="", error=f"HTTP 400 ({kind}): {exc}"[:1000], over_limit=kind == LIMIT,
+                                  refused=True)
             except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
                     openai.InternalServerError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
@@ -159,7 +171,7 @@ class OpenAIBackend:
                     last = f"malformed response: {type(exc).__name__}: {exc}"
             if attempt < self.max_attempts:
                 await asyncio.sleep(self.backoff_s * (2 ** (attempt - 1)) * (1 + 0.1 * random.random()))
-        return Completion(text="", error=f"gave up after {self.max_attempts} attempts: {last}"[:1000])
+        raise NoReply(f"no reply after {self.max_attempts} attempts: {last}"[:1000])
 
     async def _run(self, requests: Sequence[LLMRequest]) -> list[Completion]:
         import openai
@@ -168,7 +180,11 @@ class OpenAIBackend:
         client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s,
                                     max_retries=0)
         try:
-            return list(await asyncio.gather(*(self._one(client, sem, r) for r in requests)))
+            batch = asyncio.gather(*(self._one(client, sem, r) for r in requests))
+            return list(await asyncio.wait_for(batch, self.batch_timeout_s))
+        except asyncio.TimeoutError:
+            raise NoReply(f"a batch of {len(requests)} requests was unfinished after {self.batch_timeout_s} s") \
+                from None
         finally:
             await client.close()
 

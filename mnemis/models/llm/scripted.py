@@ -23,6 +23,10 @@ class Cut(str):
     """A scripted reply that stopped at ``max_tokens`` (``finish_reason="length"``)."""
 
 
+class Refused(Exception):  # noqa: N818 - a scripted outcome, named as the reply it stands for
+    """A scripted refusal of the request itself (``Completion.refused``: too long for the context, say)."""
+
+
 Reply = str | dict | list | BaseModel | Exception
 Responder = Callable[[LLMRequest], Reply]
 
@@ -43,9 +47,10 @@ class ScriptedBackend:
     """Backend whose replies come from a function or from per-stage queues.
 
     Args:
-        responder: ``f(request) -> str | dict | BaseModel | Exception`` (an Exception becomes a
-            transport error for that item), or a mapping ``stage -> list of replies`` consumed in
-            order (a stage whose queue is empty yields a transport error naming it).
+        responder: ``f(request) -> str | dict | BaseModel | Exception`` (an Exception is the engine giving
+            no reply for that item, :class:`Refused` the request refused; a responder that *raises* refuses the
+            request), or a mapping ``stage -> list of replies`` consumed in order (a stage whose queue is empty
+            gives no reply, naming it).
         model_id: identity used in cache keys.
     """
 
@@ -85,11 +90,12 @@ class ScriptedBackend:
             for req in requests:
                 try:
                     reply = self._reply(req)
-                except Exception as exc:  # noqa: BLE001 - responder bugs become item errors
-                    reply = exc
+                except Exception as exc:  # noqa: BLE001 - a responder that cannot answer refuses the request
+                    reply = Refused(f"{type(exc).__name__}: {exc}")
                 prompt_tokens = sum(_count_tokens(m.get("content", "")) for m in req.messages)
                 if isinstance(reply, Exception):
-                    out.append(Completion(text="", prompt_tokens=prompt_tokens, error=str(reply) or "error"))
+                    out.append(Completion(text="", prompt_tokens=prompt_tokens, error=str(reply) or "error",
+                                          refused=isinstance(reply, Refused)))
                     continue
                 text = _to_text(reply)
                 out.append(Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=_count_tokens(text),

@@ -203,23 +203,29 @@ class VLLMBackend:
         return out
 
     def complete(self, requests: Sequence[LLMRequest]) -> list[Completion]:
-        """One ``LLM.chat`` for the whole batch; if it raises, items are retried one by one so a bad
-        request (e.g. a schema the grammar compiler rejects) only fails itself."""
+        """One ``LLM.chat`` for the whole batch. If vLLM refuses a request itself (a prompt longer than the context,
+        a schema the grammar compiler rejects) the items are retried one by one, so the refused one fails alone
+        (``Completion.refused``); any other exception (engine dead, out of memory) is raised for the client to
+        retry and then stop the stage (:mod:`mnemis.models.failures`)."""
         requests = list(requests)
         if not requests:
             return []
         try:
             return self._chat(requests)
         except Exception as exc:  # noqa: BLE001
+            if not refused(exc):
+                raise
             if len(requests) == 1:
-                return [Completion(text="", error=f"{type(exc).__name__}: {exc}"[:1000])]
-            log.warning("vLLM batch of %d failed (%s); isolating items", len(requests), exc)
+                return [Completion(text="", error=f"{type(exc).__name__}: {exc}"[:1000], refused=True)]
+            log.warning("vLLM refused a request in a batch of %d (%s); isolating items", len(requests), exc)
             out: list[Completion] = []
             for r in requests:
                 try:
                     out.extend(self._chat([r]))
                 except Exception as item_exc:  # noqa: BLE001
-                    out.append(Completion(text="", error=f"{type(item_exc).__name__}: {item_exc}"[:1000]))
+                    if not refused(item_exc):
+                        raise
+                    out.append(Completion(text="", error=f"{type(item_exc).__name__}: {item_exc}"[:1000], refused=True))
             return out
 
     def close(self) -> None:
@@ -234,6 +240,16 @@ class VLLMBackend:
                 except Exception:
                     log.debug("vLLM shutdown failed", exc_info=True)
             self._llm = None
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether vLLM refused the request itself (a ``VLLMClientError``, or the ``ValueError`` / ``TypeError`` older
+    versions raise for a prompt longer than the context or a schema they cannot compile) rather than failing as an
+    engine (``VLLMServerError`` such as ``EngineDeadError``, a CUDA error, out of memory)."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    if "VLLMServerError" in names:
+        return False
+    return "VLLMClientError" in names or isinstance(exc, (ValueError, TypeError))
 
 
 def running_as_script() -> bool:

@@ -1,6 +1,7 @@
 """The explorer and ``mnemis report`` are safe with any run directory: the embedded JSON escapes every character
-that could end or comment out the data script, every value put into the page is escaped (numbers included),
-and the report opens the store a run dir names read-only, refusing a file that is not a store unchanged."""
+that could end or comment out the data script, every value put into the page is escaped (numbers included), a
+record holding markup where a number belongs is left out and named (escaped) at the top of the page, and the
+report opens the store a run dir names read-only, refusing a file that is not a store unchanged."""
 
 from __future__ import annotations
 
@@ -38,8 +39,10 @@ def _hostile_run(tmp_path: Path) -> Path:
     (run / "metrics.json").write_text(json.dumps({"mnemis": {"headline_judge": "generous", "judges": {
         "generous": {"raw": {"overall": overall}}}, "answer_scores": {"overall": {"f1": EVIL}}}}))
     (run / "recall.json").write_text(json.dumps({"mnemis/fused": {"overall": {"direct": EVIL}}}))
-    rounds = [{"round": 0, "candidates": ["cat_top"], "selected": ["cat_top"], "invented": EVIL},
-              {"round": 1, "candidates": ["ent_miso"], "selected": ["ent_miso"], "invented": 2}]
+    rounds = [{"round": 0, "layer": 1, "prompts": 1, "candidates": ["cat_top"], "selected": ["cat_top"],
+               "invented": EVIL},
+              {"round": 1, "layer": 0, "prompts": 1, "candidates": ["ent_miso"], "selected": ["ent_miso"],
+               "invented": 2}]
     (run / "traversal.jsonl").write_text(json.dumps({"question_id": f"{G}:q0", "group_id": G, "rounds": rounds,
                                                      "selected_nodes": EVIL, "fallback": EVIL}) + "\n")
     (run / "system1.jsonl").write_text(json.dumps({"question_id": f"{G}:q0", "episodes": EVIL}) + "\n")
@@ -72,11 +75,16 @@ def test_a_tampered_run_dir_renders_and_runs_no_script_in_headless_chromium(tmp_
         assert len(rows) == 2 and "<!--<script> about </script> Miso & co" in rows[0].text  # shown as text
         assert "2 of 2 questions" in browser.find_element("id", "shown").text
         assert EVIL in browser.find_element("id", "summary").text  # the "number" shown as text
-        rows[0].click()  # the drill-down: rounds, selected_nodes, invented, fallback, evidence, context
+        rows[0].click()  # the drill-down: evidence, context (the damaged walk and ranks are left out)
         detail = browser.find_elements("css selector", "tr.detail")[0]
-        assert detail.is_displayed() and "2 invented id(s) dropped" in detail.text and EVIL in detail.text
+        assert detail.is_displayed() and EVIL in detail.text
+        problems = browser.find_element("id", "problems").text  # damaged records named, their values as text
+        for where in ("traversal.jsonl: line 1: field rounds.0.invented", "system1.jsonl: line 1: field episodes",
+                      "recall.json: field mnemis/fused.overall.direct", "hierarchy_metrics.json: group 'conv-1'"):
+            assert where in problems, (where, problems)
+        assert EVIL[:20] in problems
         hier = browser.find_element("css selector", "#hierarchy details.group > summary")
-        assert f"{EVIL} entities, {EVIL} layers" in hier.text
+        assert "? entities" in hier.text
         assert browser.execute_script("return window.__pwned") is None
         assert browser.find_elements("css selector", "img") == []
         errors = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
@@ -154,6 +162,7 @@ def test_a_judge_name_is_a_file_name_only_after_cleaning_and_the_explorer_still_
     assert len(files) == 3 and "judge.mnemis.0.plain.jsonl" in files and not (tmp_path / "escape.jsonl").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
     (run / "questions.jsonl").write_text(json.dumps({"method": "mnemis", "question_id": q.id, "group_id": q.group_id,
-                                                     "question": q.question, "labels": {n: True for n in names}}))
+                                                     "category": q.category, "question": q.question,
+                                                     "gold": q.answer, "labels": {n: True for n in names}}))
     why = explorer_data(run)["questions"][0]["methods"]["mnemis"]["rationales"]
     assert why == {n: "compared with the gold answer" for n in names}

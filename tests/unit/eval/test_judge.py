@@ -4,6 +4,8 @@ import pytest
 
 from mnemis.eval.answer import AnswerRecord
 from mnemis.eval.judge import judge_agreement, judge_answers, judge_messages
+from mnemis.models.failures import EngineFailure
+from mnemis.models.llm.scripted import Refused
 from tests.helpers.eval import make_question, scripted_llm, verdict
 
 
@@ -21,11 +23,18 @@ def test_one_batch_per_judge_and_labels():
 
 def test_bad_replies_are_counted_failures_not_crashes():
     replies = iter(["not json at all", verdict("CORRECT"), '{"label": "MAYBE", "reasoning": ""}',
-                    RuntimeError("timeout")])
+                    Refused("prompt longer than the context")])
     llm, backend = scripted_llm(lambda r: next(replies))
     labels = judge_answers({"j": llm}, [make_question(i) for i in range(4)], ["a", "b", "c", "d"])["j"]
     assert labels == [None, True, None, None]
     assert llm.ledger.stage("judge:j").failures == 3
+
+
+def test_a_dead_judge_stops_and_records_no_verdict(tmp_path):
+    dead, _ = scripted_llm(lambda r: RuntimeError("connection refused"), engine_retries=0)
+    with pytest.raises(EngineFailure, match="judge:j.*connection refused"):
+        judge_answers({"j": dead}, [make_question(0)], ["Paris"], progress=tmp_path / "judge.jsonl")
+    assert not (tmp_path / "judge.j.jsonl").exists() or not (tmp_path / "judge.j.jsonl").read_text().strip()
 
 
 def test_failed_or_empty_answers_are_wrong_without_a_call():

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemis.hierarchy import HierarchyConfig, build_hierarchies
+from mnemis.models.llm.scripted import Refused
 from mnemis.types import Category
 from tests.helpers.hierarchy import (
     STAGE_CATEGORIZE,
@@ -71,7 +72,7 @@ def test_bad_indexes_names_and_empty_replies_are_counted():
 def test_failed_items_do_not_crash_and_nodes_are_reasked():
     def respond(req):
         if req.stage == STAGE_CATEGORIZE and "Node 0" in prompt_nodes(req):
-            return RuntimeError("backend down")  # transport error for this item
+            return Refused("prompt longer than the context")  # the backend refuses this item
         if req.stage == STAGE_DESCRIBE:
             return "not json at all"  # validation failure
         names = prompt_nodes(req)
@@ -91,7 +92,7 @@ def test_failed_items_do_not_crash_and_nodes_are_reasked():
 
 
 def test_everything_failing_still_gives_full_coverage():
-    llm, backend = scripted(lambda req: RuntimeError("down"), max_retries=1)
+    llm, backend = scripted(lambda req: "down", max_retries=1)
     built = build_hierarchies({"g": make_entities("g", SPEC, speakers=["me"])}, llm)["g"]
     m = built.metrics
     # layer 1: Speaker + 8 promoted nodes; layer 2 promotes all 9 again, does not shrink, is discarded
@@ -107,11 +108,11 @@ def _random_responder(seed: int):
 
     def respond(req):
         if req.stage == STAGE_DESCRIBE:
-            return rng.choice([{"tags": ["x y z w", "q"], "summary": "s"}, "garbage", RuntimeError("x")])
+            return rng.choice([{"tags": ["x y z w", "q"], "summary": "s"}, "garbage", Refused("x")])
         n = len(prompt_nodes(req))
         mode = rng.random()
         if mode < 0.1:
-            return RuntimeError("transport")
+            return Refused("refused")
         if mode < 0.2:
             return "{not json"
         out = []

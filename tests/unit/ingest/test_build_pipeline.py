@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mnemis.ingest.pipeline import BaseGraphBuilder
+from mnemis.models.llm.scripted import Refused
 from mnemis.store.sqlite import GraphStore
 from tests.helpers.ingest import current_message, episodes, graph, rule_responder
 
@@ -72,12 +73,12 @@ def test_empty_text_episode_is_stored_without_extraction(build, refresh):
 
 
 def bad_responder(req):
-    """Every way a model can answer wrongly, in valid JSON (and some transport failures)."""
+    """Every way a model can answer wrongly, in valid JSON (and requests the backend refuses)."""
     s = req.stage
     if s == "extract_entities":
         return {"names": ["", "   ", "Caroline", "caroline ", "x" * 200, "Paris", "...", "Carol"]}
     if s == "reflect_entities":
-        return RuntimeError("connection reset")
+        return Refused("prompt longer than the context")
     if s == "extract_facts":
         return {"facts": [
             {"source": 0, "target": 9, "relation": "R", "fact": "bad index"},

@@ -6,6 +6,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from mnemis.models.cache import CacheMissError, ResponseCache, request_key
+from mnemis.models.failures import EngineFailure
 from mnemis.models.ledger import Ledger
 from mnemis.models.llm.base import Completion, LLMRequest, Sampling
 from mnemis.models.llm.client import LLM, parse_reply
@@ -81,34 +82,34 @@ def test_retries_are_batched_and_failures_counted():
 def test_transport_errors_are_retried_with_original_messages():
     replies = {"extract": [RuntimeError("HTTP 500"), GOOD]}
     be = ScriptedBackend(replies)
-    llm = LLM(be)
+    llm = LLM(be, engine_backoff_s=0)
     (res,) = llm.generate([make_request(0)])
-    assert res.ok and res.retries == 1
+    assert res.ok and res.retries == 0  # an engine retry is not a retry of the reply
     assert be.batches[1][0].messages == make_request(0).messages
 
 
-def test_backend_crash_becomes_item_errors():
+def test_backend_crash_is_an_engine_failure():
     class Crashing:
         model_id = "crash"
 
         def complete(self, requests):
             raise MemoryError("boom")
 
-    llm = LLM(Crashing(), max_retries=1)
-    res = llm.generate([make_request(i) for i in range(3)])
-    assert all(not r.ok and "boom" in r.error for r in res)
-    assert llm.ledger.stage("extract").failures == 3
+    llm = LLM(Crashing(), max_retries=1, engine_retries=1, engine_backoff_s=0)
+    with pytest.raises(EngineFailure, match="no reply for 3 of 3 request.*MemoryError: boom") as info:
+        llm.generate([make_request(i) for i in range(3)])
+    assert (info.value.stage, info.value.items) == ("extract", 3)
 
 
-def test_wrong_length_from_backend_is_an_error():
+def test_wrong_length_from_backend_is_an_engine_failure():
     class Short:
         model_id = "short"
 
         def complete(self, requests):
             return [Completion(text=json.dumps(GOOD))]
 
-    res = LLM(Short(), max_retries=0).generate([make_request(i) for i in range(2)])
-    assert all("2 requests" in r.error for r in res)
+    with pytest.raises(EngineFailure, match="1 completions for 2 requests"):
+        LLM(Short(), max_retries=0, engine_retries=0).generate([make_request(i) for i in range(2)])
 
 
 def test_no_schema_returns_text():
@@ -209,10 +210,10 @@ def test_schema_fake_backend_builds_valid_instances():
     assert res.ok and len(res.parsed.items) == 2 and res.parsed.items[0].n == 5
 
 
-def test_scripted_queue_exhausted_is_item_error():
+def test_scripted_queue_exhausted_gives_no_reply():
     be = ScriptedBackend({"extract": [GOOD]})
-    res = LLM(be, max_retries=0).generate([make_request(0), make_request(1)])
-    assert res[0].ok and not res[1].ok and "extract" in res[1].error
+    with pytest.raises(EngineFailure, match="no reply for 1 of 2.*no scripted reply left for stage 'extract'"):
+        LLM(be, max_retries=0, engine_retries=0).generate([make_request(0), make_request(1)])
 
 
 def test_sampling_is_frozen_and_part_of_request():
