@@ -148,7 +148,7 @@ def write_shard_manifest(run_dir: str | Path, spec: str, groups: Sequence[str], 
     """``shard.json``: what shard ``spec`` must hold: its groups, each group's question ids, the methods and seeds."""
     by_group: dict[str, list[str]] = {str(g): [] for g in groups}
     for q in questions:
-        by_group.setdefault(str(q.group_id), []).append(str(q.question_id))
+        by_group.setdefault(str(q.group_id), []).append(str(q.id))
     dump_json(Path(run_dir) / SHARD_FILE, {"shard": spec, "groups": by_group, "methods": list(methods),
                                           "seeds": [int(x) for x in seeds]})
 
@@ -403,3 +403,45 @@ def merge_command(args: Sequence[str]) -> dict[str, Any]:
         raise SystemExit(f"mnemis merge: {exc}") from None
     print(f"merged {len(runs)} runs into {out}: methods {list(metrics)}; report: {Path(out) / 'report.md'}")
     return metrics
+
+
+def sweep_run_dirs(sweep: str | Path) -> list[Path]:
+    """The job dirs of a sweep (those holding a ``config.json``), at any depth up to three below it."""
+    root = Path(sweep)
+    found = {p.parent for depth in ("*", "*/*", "*/*/*") for p in root.glob(f"{depth}/config.json")}
+    return sorted(found, key=lambda d: [int(x) if x.isdigit() else x for x in d.relative_to(root).parts])
+
+
+def merge_sweep(sweep: str | Path) -> list[Path]:
+    """Merge every sharded run of a finished sweep into ``<sweep>/merged`` (one split) or
+    ``<sweep>/merged_<config hash>`` (a sweep over shards and other keys: one merge per setting); returns the
+    merged dirs. A sweep whose jobs are not sharded merges nothing."""
+    groups: dict[str, list[Path]] = {}
+    for run in sweep_run_dirs(sweep):
+        if Path(run).name.startswith("merged"):
+            continue
+        config = _config_of(run)
+        if parse_shard(config.get("shard")) is not None:
+            groups.setdefault(merge_config_hash(config), []).append(run)
+    outs = []
+    for digest, runs in groups.items():
+        out = Path(sweep) / ("merged" if len(groups) == 1 else f"merged_{digest}")
+        merge_runs(runs, out)
+        outs.append(out)
+    return outs
+
+
+try:  # the sweep-end hook (Hydra is a dependency; the guard keeps this module importable on its own)
+    from hydra.experimental.callback import Callback
+except ImportError:  # pragma: no cover
+    Callback = object  # type: ignore[assignment,misc]
+
+
+class MergeCallback(Callback):  # type: ignore[misc]
+    """``mnemis merge`` over the sweep's shards when a multirun ends (conf/hydra/default.yaml); a gap stops the
+    sweep with the merge's error (naming the shard, group or method)."""
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        sweep = Path(str(config.hydra.sweep.dir))
+        for out in merge_sweep(sweep):
+            print(f"merged shards: {out / 'report.md'}")
