@@ -63,10 +63,11 @@ def read_mounts(path: Path = MOUNTS) -> list[Mount]:
 
 def mount_of(path: str | os.PathLike[str], mounts: list[Mount]) -> Mount | None:
     """The mount holding ``path`` (the longest mount point above it; the last such line wins, as in Linux)."""
-    p = Path(os.path.abspath(Path(path).expanduser()))
-    while not p.exists() and p != p.parent:  # not created yet: its nearest existing parent decides
-        p = p.parent
-    p = p.resolve()
+    want = Path(os.path.abspath(Path(path).expanduser()))
+    base = want
+    while not base.exists() and base != base.parent:  # not created yet: links resolved up to what exists
+        base = base.parent
+    p = base.resolve() / want.relative_to(base)
     best: Mount | None = None
     for m in mounts:
         if p == m.point or m.point in p.parents:
