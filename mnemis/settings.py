@@ -164,6 +164,7 @@ class ScaleSettings(Section):
     local_dir: str | None = None  # node-local root of the shards' state; None: $SLURM_TMPDIR, $TMPDIR, cache dir
     share_cache: bool = False  # one host only: the shards share paths.cache_dir (cross-shard reuse)
     check_fs: bool = True  # refuse SQLite (stores, caches) on a network file system
+    gpus_per_job: int = Field(0, ge=0)  # GPUs of one job: Ray's num_gpus; one set per joblib worker
 
 
 ModelNode = dict[str, Any]  # a `_target_` node; checked against its target's signature (check_target)
