@@ -50,7 +50,7 @@ def start_ray(address: Optional[str], init: Dict[str, Any], runtime_env: Optiona
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
-    kwargs = dict(init)
+    kwargs = {k: v for k, v in init.items() if v is not None}
     if runtime_env:
         kwargs["runtime_env"] = runtime_env
     log.info("ray.init(address=%s, %s)", address, kwargs)
