@@ -375,7 +375,8 @@ def merge_runs(run_dirs: Sequence[str | Path], out_dir: str | Path, *, ignore: S
 
 def parse_merge_args(args: Sequence[str]) -> tuple[list[str], str]:
     """``["runs=[a,b]", "out=dir"]`` -> (``["a", "b"]``, ``"dir"``); an entry may be a glob such as
-    ``runs/multirun/lme_s_sharded/<date>/<time>/*`` (only dirs holding a ``config.json`` are kept)."""
+    ``runs/multirun/lme_s_sharded/<date>/<time>/*`` (only dirs holding a ``config.json`` are kept, and not the
+    sweep's own ``merged`` dir)."""
     opts: dict[str, str] = {}
     for arg in args:
         key, sep, value = arg.partition("=")
@@ -387,8 +388,9 @@ def parse_merge_args(args: Sequence[str]) -> tuple[list[str], str]:
         raise MergeError("usage: mnemis merge runs=[dir1,dir2,...] out=dir")
     runs: list[str] = []
     for r in (r.strip().strip("'\"") for r in opts["runs"].strip().strip("[]").split(",")):
-        if any(c in r for c in "*?["):  # a sweep dir glob: keep the run dirs (those with a config.json)
-            runs += sorted(p for p in glob.glob(r) if (Path(p) / "config.json").is_file())
+        if any(c in r for c in "*?["):  # a sweep dir glob: keep the run dirs (a config.json, not a merge's output)
+            runs += sorted(p for p in glob.glob(r) if (Path(p) / "config.json").is_file()
+                           and not (Path(p) / "shards.json").is_file())
         elif r:
             runs.append(r)
     return runs, opts["out"]

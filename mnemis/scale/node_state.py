@@ -2,7 +2,7 @@
 
 A sharded job (``shard=i/N``) writes its store, response and reranker caches and evaluation progress
 under its own directory, ``<root>/mnemis-shards/<shard tag>-<hash of its run dir>/``, where ``root`` is
-``scale.local_dir``, else ``$SLURM_TMPDIR``, else ``$TMPDIR``, else ``<paths.cache_dir>/shards`` (one host).
+``scale.local_dir``, else ``$SLURM_TMPDIR``, else ``$TMPDIR``, else ``paths.cache_dir`` (one host).
 The run dir (on any file system) receives only plain files: the reports, ``shard.json`` and the shard's
 response-cache archive (``mnemis.scale.merge`` unions those into one archive for replay). A retried or
 requeued job has the same run dir, so it finds the same state dir when it lands on the same node (a job that
@@ -97,12 +97,12 @@ def check_local(paths: Mapping[str, Any], mounts: list[Mount] | None = None) -> 
 
 def local_root(scale: Mapping[str, Any] | None, paths: Mapping[str, Any],
                environ: Mapping[str, str] | None = None) -> Path:
-    """Root of the shards' state dirs: ``scale.local_dir``, ``$SLURM_TMPDIR``, ``$TMPDIR``, else under the cache dir."""
+    """Root of the shards' state dirs: ``scale.local_dir``, ``$SLURM_TMPDIR``, ``$TMPDIR``, else the cache dir."""
     env = os.environ if environ is None else environ
     for candidate in ((scale or {}).get("local_dir"), env.get("SLURM_TMPDIR"), env.get("TMPDIR")):
         if candidate:
             return Path(str(candidate)).expanduser()
-    return Path(str(paths["cache_dir"])) / "shards"
+    return Path(str(paths["cache_dir"]))
 
 
 def state_dir(plain: Mapping[str, Any], run_dir: str | os.PathLike[str],

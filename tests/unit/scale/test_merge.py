@@ -254,3 +254,21 @@ def test_merge_keeps_roles_leniency_and_unions_the_cache_archives(tmp_path, grou
     assert import_archive(out / ARCHIVE_FILE, tmp_path / "replay") == {"llm": 3, "rerank": 0}
     shards = json.loads((out / "shards.json").read_text())
     assert shards["cache_archive"]["conflicts"] == 0 and shards["coverage"]["n_shards"] == 2
+
+
+def test_the_sweep_end_callback_merges_the_shards_and_stops_on_a_gap(tmp_path, groups):
+    from omegaconf import OmegaConf
+
+    from mnemis.scale.merge import MergeCallback
+
+    sweep = tmp_path / "sweep"
+    dirs = _split(sweep, groups, 3)
+    cfg = OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}}})
+    MergeCallback().on_multirun_end(cfg)
+    merged = json.loads((sweep / "merged" / "metrics.json").read_text())
+    assert merged["rag"]["n_groups"] == len(groups)
+    # by hand afterwards: the sweep glob skips the merge's own output dir
+    assert parse_merge_args([f"runs=[{sweep}/*]", "out=o"])[0] == [str(d) for d in dirs]
+    (dirs[2] / "metrics.json").unlink()  # a shard that did not finish: the sweep stops, naming it
+    with pytest.raises(MergeError, match=r"shard 2/3 .* did not finish"):
+        MergeCallback().on_multirun_end(cfg)

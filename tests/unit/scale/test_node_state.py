@@ -62,7 +62,7 @@ def test_state_dir_per_shard_and_run_dir(tmp_path):
     assert state_dir({**plain, "shard": None}, tmp_path, env) is None
     assert local_root({"local_dir": "/scratch"}, plain["paths"], {"SLURM_TMPDIR": "/s", "TMPDIR": "/t"}) == Path("/scratch")
     assert local_root({}, plain["paths"], {"SLURM_TMPDIR": "/s", "TMPDIR": "/t"}) == Path("/s")
-    assert local_root({}, plain["paths"], {}) == tmp_path / "c" / "shards"
+    assert local_root({}, plain["paths"], {}) == tmp_path / "c"
     assert shard_paths(plain, a) == {"paths.artifacts_dir": str(a / "artifacts"), "paths.cache_dir": str(a / "cache")}
     assert shard_paths({**plain, "scale": {"share_cache": True}}, a) == {"paths.artifacts_dir": str(a / "artifacts")}
 
