@@ -162,12 +162,13 @@ def run_all(spec: SynthSpec, work: Path, *, delay_s: float = 0.0, kill_after: in
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--groups", type=int, default=24)
+    ap.add_argument("--groups", type=int, default=48)
     ap.add_argument("--sessions", type=int, default=4, help="sessions per haystack")
     ap.add_argument("--turns", type=int, default=6, help="turns per session")
     ap.add_argument("--pool", type=int, default=16, help="filler-session pool size")
     ap.add_argument("--delay", type=float, default=0.0, help="seconds the scripted backend sleeps per batch")
-    ap.add_argument("--kill-after", type=int, default=40, help="batches a worker sends before it is killed")
+    ap.add_argument("--kill-after", type=int, default=15,
+                    help="batches a worker sends before it is killed (a shard of the default workload sends ~37)")
     ap.add_argument("--out", default="experiments/results/scale_launchers.json")
     ap.add_argument("--work", default=None, help="scratch dir (default: a temp dir)")
     ap.add_argument("--only", nargs="*", default=None, help="sweeps to run besides one_process (default: all)")

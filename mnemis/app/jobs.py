@@ -135,11 +135,12 @@ def require_built(plain: dict[str, Any], path: Path, methods: Sequence[str]) -> 
 
 
 def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = None,
-             state: Path | None = None) -> dict[str, Any]:
+             progress_dir: Path | None = None) -> dict[str, Any]:
     """Every configured method on the built memory: retrieve, answer, judge; then metrics and report.
 
-    ``state``: a sharded job's node-local state dir (its progress files go there; ``shard.json`` in ``out``
-    lists what the shard must hold, for ``mnemis merge``)."""
+    ``progress_dir``: where the resumable progress goes (default ``out``; a sharded job's node-local state,
+    :mod:`mnemis.scale.node_state`). A sharded job also writes ``shard.json`` (what the shard must hold, for
+    ``mnemis merge``)."""
     from mnemis.eval.harness import evaluate_method, finalize_run
     from mnemis.eval.tracking import make_tracker
     from mnemis.prompts.answer import answer_prompt_for
@@ -186,7 +187,7 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
                     answer_temperature=answer_cfg.temperature,
                     judge_max_tokens=judge_cfg.max_tokens,  # an int or "auto" (the schema's worst case)
                     graded_settings=judge_cfg.graded,  # BEAM / LoCoMo-Plus scorers (mnemis.eval.graded)
-                    progress_dir=state,
+                    progress_dir=progress_dir,
                 )
             timings[method] = round(time.perf_counter() - t0, 2)
         from mnemis.eval.explorer import GRAPH_FILE, graph_snapshot
@@ -336,9 +337,9 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         print(f"report: {path}\nexplorer: {Path(run_dir) / HTML_FILE}")
         return {"report": str(path)}
     from mnemis.config import with_values
-    from mnemis.scale.node_state import shard_paths, state_dir
+    from mnemis.scale.node_state import shard_paths, shard_state
 
-    state = state_dir(plain, out)  # a sharded job keeps its store, caches and progress on node-local disk
+    state = shard_state(plain, out)  # a sharded job keeps its store, caches and progress on node-local disk
     if state is not None:
         plain = to_plain(with_values(cfg, shard_paths(plain, state)))
     methods = list(plain.get("methods") or [])
@@ -368,7 +369,8 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
             if models.built("llm"):
                 log_ledger(tracker, "build", models.ledger())
         if command in ("eval", "run"):
-            result["eval"] = run_eval(settings, out, models, tracker=tracker, state=state)
+            result["eval"] = run_eval(settings, out, models, tracker=tracker,
+                                      progress_dir=state.progress if state is not None else None)
             log_ledger(tracker, "eval", models.ledger())
         elif models.built("llm"):
             models.ledger().save(out / "ledger.json")

@@ -1,11 +1,17 @@
 """Where a shard keeps its state: node-local disk, never SQLite on a network file system.
 
-A sharded job (``shard=i/N``) writes its store, response and reranker caches and evaluation progress
-under its own directory, ``<root>/mnemis-shards/<shard tag>-<hash of its run dir>/``, where ``root`` is
-``scale.local_dir``, else ``$SLURM_TMPDIR``, else ``$TMPDIR``, else ``paths.cache_dir`` (one host).
+A sharded job (``shard=i/N``) writes its SQLite files and progress under ``<root>/mnemis-shards/``, where
+``root`` is ``scale.local_dir``, else ``$SLURM_TMPDIR``, else ``$TMPDIR``, else ``paths.cache_dir`` (one host):
+
+- ``artifacts/<build hash>-shard-i-of-N/``: the shard's memory store (addressed by its build config, so a job
+  of the same shard with other retrieval settings, or a later ``mnemis eval``, on this node reuses it);
+- ``cache/shard-i-of-N/``: its LLM response and reranker caches (``scale.share_cache=true`` keeps the shared
+  ``paths.cache_dir`` instead: one host only);
+- ``progress/shard-i-of-N-<hash of the run dir>/``: its evaluation progress.
+
 The run dir (on any file system) receives only plain files: the reports, ``shard.json`` and the shard's
 response-cache archive (``mnemis.scale.merge`` unions those into one archive for replay). A retried or
-requeued job has the same run dir, so it finds the same state dir when it lands on the same node (a job that
+requeued job has the same run dir, so it finds all of it again when it lands on the same node (a job that
 lands elsewhere starts its shard again from nothing: correct, only slower).
 
 ``check_local(paths)`` refuses any SQLite location on a network file system (NFS, SMB/CIFS, Lustre, GPFS,
@@ -105,22 +111,43 @@ def local_root(scale: Mapping[str, Any] | None, paths: Mapping[str, Any],
     return Path(str(paths["cache_dir"]))
 
 
-def state_dir(plain: Mapping[str, Any], run_dir: str | os.PathLike[str],
-              environ: Mapping[str, str] | None = None) -> Path | None:
-    """The state dir of a sharded job (same run dir -> same state dir); None when the job is not sharded."""
+@dataclass(frozen=True)
+class ShardState:
+    """A sharded job's node-local folders (see the module docstring)."""
+
+    root: Path
+    tag: str  # shard-i-of-N
+    run_key: str  # hash of the job's run dir
+
+    @property
+    def artifacts(self) -> Path:
+        return self.root / "artifacts"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / "cache" / self.tag
+
+    @property
+    def progress(self) -> Path:
+        return self.root / "progress" / f"{self.tag}-{self.run_key}"
+
+
+def shard_state(plain: Mapping[str, Any], run_dir: str | os.PathLike[str],
+                environ: Mapping[str, str] | None = None) -> ShardState | None:
+    """The state folders of a sharded job (same run dir -> same folders); None when the job is not sharded."""
     tag = shard_tag(plain.get("shard"))
     if not tag:
         return None
     digest = hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:10]
-    return local_root(plain.get("scale"), plain["paths"], environ) / STATE_SUBDIR / f"{tag}-{digest}"
+    return ShardState(local_root(plain.get("scale"), plain["paths"], environ) / STATE_SUBDIR, tag, digest)
 
 
-def shard_paths(plain: Mapping[str, Any], state: Path) -> dict[str, str]:
-    """The config values that put a sharded job's SQLite files into its state dir: ``paths.artifacts_dir`` and
-    (unless ``scale.share_cache``) ``paths.cache_dir``, which every ``${paths.cache_dir}`` follows."""
-    values = {"paths.artifacts_dir": str(state / "artifacts")}
+def shard_paths(plain: Mapping[str, Any], state: ShardState) -> dict[str, str]:
+    """The config values that put a sharded job's SQLite files into its state folders: ``paths.artifacts_dir``
+    and (unless ``scale.share_cache``) ``paths.cache_dir``, which every ``${paths.cache_dir}`` follows."""
+    values = {"paths.artifacts_dir": str(state.artifacts)}
     if not (plain.get("scale") or {}).get("share_cache"):
-        values["paths.cache_dir"] = str(state / "cache")
+        values["paths.cache_dir"] = str(state.cache)
     return values
 
 

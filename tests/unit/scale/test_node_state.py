@@ -13,7 +13,7 @@ from mnemis.scale.node_state import (
     mount_of,
     parse_mounts,
     shard_paths,
-    state_dir,
+    shard_state,
 )
 
 MOUNTS = """\
@@ -51,20 +51,23 @@ def test_local_disks_pass():
     check_local({"here": "."}, None)  # this machine's own table: the checkout is on local disk
 
 
-def test_state_dir_per_shard_and_run_dir(tmp_path):
+def test_state_folders_per_shard_and_run_dir(tmp_path):
     plain = {"shard": "2/8", "paths": {"cache_dir": str(tmp_path / "c"), "artifacts_dir": "runs/artifacts"},
              "scale": {"local_dir": None}}
     env = {"TMPDIR": str(tmp_path / "job-tmp")}
-    a = state_dir(plain, tmp_path / "sweep" / "shard_2", env)
-    assert a == tmp_path / "job-tmp" / "mnemis-shards" / a.name and a.name.startswith("shard-2-of-8-")
-    assert state_dir(plain, tmp_path / "sweep" / "shard_2", env) == a  # a retried job finds its state again
-    assert state_dir(plain, tmp_path / "other" / "shard_2", env) != a
-    assert state_dir({**plain, "shard": None}, tmp_path, env) is None
+    a = shard_state(plain, tmp_path / "sweep" / "shard_2", env)
+    root = tmp_path / "job-tmp" / "mnemis-shards"
+    assert (a.artifacts, a.cache) == (root / "artifacts", root / "cache" / "shard-2-of-8")
+    assert a.progress.parent == root / "progress" and a.progress.name.startswith("shard-2-of-8-")
+    assert shard_state(plain, tmp_path / "sweep" / "shard_2", env) == a  # a retried job finds its state again
+    other = shard_state(plain, tmp_path / "other" / "shard_2", env)  # another job of the shard (e.g. retrieval.k)
+    assert other.progress != a.progress and (other.artifacts, other.cache) == (a.artifacts, a.cache)
+    assert shard_state({**plain, "shard": None}, tmp_path, env) is None
     assert local_root({"local_dir": "/scratch"}, plain["paths"], {"SLURM_TMPDIR": "/s", "TMPDIR": "/t"}) == Path("/scratch")
     assert local_root({}, plain["paths"], {"SLURM_TMPDIR": "/s", "TMPDIR": "/t"}) == Path("/s")
     assert local_root({}, plain["paths"], {}) == tmp_path / "c"
-    assert shard_paths(plain, a) == {"paths.artifacts_dir": str(a / "artifacts"), "paths.cache_dir": str(a / "cache")}
-    assert shard_paths({**plain, "scale": {"share_cache": True}}, a) == {"paths.artifacts_dir": str(a / "artifacts")}
+    assert shard_paths(plain, a) == {"paths.artifacts_dir": str(a.artifacts), "paths.cache_dir": str(a.cache)}
+    assert shard_paths({**plain, "scale": {"share_cache": True}}, a) == {"paths.artifacts_dir": str(a.artifacts)}
 
 
 def test_the_main_job_refuses_a_network_cache_dir(tmp_path, monkeypatch):
@@ -87,8 +90,7 @@ def test_a_sharded_job_points_its_sqlite_files_at_its_state_dir(tmp_path, monkey
 
     cfg = compose(["experiment=lme_s_sharded", "shard=1/4", "llm=schema_fake", f"scale.local_dir={tmp_path}"])
     plain = to_plain(cfg)
-    where = state_dir(plain, tmp_path / "run")
-    got = to_plain(with_values(cfg, shard_paths(plain, where)))
-    assert got["llm"]["cache_dir"] == str(where / "cache" / "llm")
-    assert got["paths"]["artifacts_dir"] == str(where / "artifacts")
-    assert str(where).startswith(str(tmp_path / "mnemis-shards" / "shard-1-of-4-"))
+    state = shard_state(plain, tmp_path / "run")
+    got = to_plain(with_values(cfg, shard_paths(plain, state)))
+    assert got["llm"]["cache_dir"] == str(tmp_path / "mnemis-shards" / "cache" / "shard-1-of-4" / "llm")
+    assert got["paths"]["artifacts_dir"] == str(tmp_path / "mnemis-shards" / "artifacts")
