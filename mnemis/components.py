@@ -53,6 +53,11 @@ class Models:
         return _MODELS[ident]
 
     def _llm_role(self, key: str, node: Any) -> Any:
+        ident = "llm:" + json.dumps(node, sort_keys=True, default=str)
+        if ident not in _MODELS and isinstance(node, Mapping) and isinstance(node.get("backend"), Mapping):
+            # clients that differ only in their cache (each shard's own, mnemis.scale.node_state) share one engine
+            backend = self._get("llm backend", node["backend"], ident_key="llm_backend")
+            _MODELS[ident] = instantiate({k: v for k, v in node.items() if k != "backend"}, backend=backend)
         obj = self._get(key, node, ident_key="llm")
         if not any(obj is o for o in self._llms):
             self._llms.append(obj)
@@ -83,12 +88,12 @@ class Models:
     @property
     def reranker(self) -> Any:
         """The configured reranker behind a deduplicating score cache (``rerank_cache: false`` = dedup only)."""
-        key = "rerank_cache:" + json.dumps([self.plain.get("reranker"), self.plain["rerank_cache"]],
+        cache = Path(self.plain["paths"]["cache_dir"]) / "rerank" if self.plain["rerank_cache"] else None
+        key = "rerank_cache:" + json.dumps([self.plain.get("reranker"), str(cache) if cache else None],
                                            sort_keys=True, default=str)
-        if key not in _MODELS:
+        if key not in _MODELS:  # one score cache per cache dir (a shard's own), one model behind them all
             from mnemis.models.rerank_cache import CachedReranker
 
-            cache = Path(self.plain["paths"]["cache_dir"]) / "rerank" if self.plain["rerank_cache"] else None
             _MODELS[key] = CachedReranker(self._get("reranker", embedder=self.embedder), cache)
         return _MODELS[key]
 

@@ -94,3 +94,21 @@ def test_a_sharded_job_points_its_sqlite_files_at_its_state_dir(tmp_path, monkey
     got = to_plain(with_values(cfg, shard_paths(plain, state)))
     assert got["llm"]["cache_dir"] == str(tmp_path / "mnemis-shards" / "cache" / "shard-1-of-4" / "llm")
     assert got["paths"]["artifacts_dir"] == str(tmp_path / "mnemis-shards" / "artifacts")
+
+
+def test_shards_in_one_worker_share_the_engine_not_the_caches(tmp_path):
+    """A worker running shard 0 then shard 1 keeps one engine (backend) and reranker model, each shard its caches."""
+    from mnemis.components import Models
+    from mnemis.config import compose, to_plain
+
+    got = []
+    for k in (0, 1):
+        cache = tmp_path / f"shard{k}"
+        plain = to_plain(compose(["llm=scripted_scale", "embedder=hashing", "reranker=cosine",
+                                  f"paths.cache_dir={cache}", f"llm.backend.model_id=share-test-{tmp_path.name}"]))
+        models = Models(plain)
+        got.append((models.llm, models.reranker))
+        assert models.llm.cache.dir == cache / "llm" and models.reranker._db.path == cache / "rerank" / "rerank.sqlite"
+    (llm0, rr0), (llm1, rr1) = got
+    assert llm0 is not llm1 and llm0.backend is llm1.backend
+    assert rr0 is not rr1 and rr0.inner is rr1.inner
