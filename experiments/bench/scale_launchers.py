@@ -136,7 +136,9 @@ def run_all(spec: SynthSpec, work: Path, *, delay_s: float = 0.0, kill_after: in
     items = make_lme(spec)
     data = work / "lme_synth.json"
     data.write_text(json.dumps(items))
+    # a worker may take minutes to start on a loaded 2-core machine (Ray's default wait is 60 s)
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline", "RAY_DEDUP_LOGS": "0",
+           "RAY_worker_register_timeout_seconds": "600",
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     runs: dict[str, Any] = {}
     one = work / "one_process"
