@@ -12,7 +12,9 @@ reranker, four ways:
 4. ``ray_2_killed``: as 3, and the benchmark kills one Ray worker (SIGKILL) once its backend has sent
    ``--kill-after`` batches; Ray reruns the task, which resumes the shard from its node-local state.
 
-The sweeps merge by themselves at the end (``<sweep>/merged``). The benchmark compares each merged
+The sweeps merge by themselves at the end (``<sweep>/merged``). Last, ``replay_merged_archive`` loads the last
+sweep's merged response-cache archive into a fresh cache and reruns the workload unsharded with
+``cache_mode=replay_only`` (a request the archive lacks is an error). The benchmark compares each merged
 ``metrics.json``, ``hierarchy_metrics.json`` and the answer/label rows of ``questions.jsonl`` with the
 one-process run's exactly, ``recall.json`` to within ``RECALL_TOLERANCE`` (its merged means are re-weighted
 from the shards' means, so the last bits of a float may differ; the largest difference is recorded), and
@@ -172,6 +174,19 @@ def run_all(spec: SynthSpec, work: Path, *, delay_s: float = 0.0, kill_after: in
             runs[name]["kill"] = {**(killer.killed or {}), "worker_pids_seen": len(killer.pids),
                                   "killed": killer.killed is not None}
         print(f"  {runs[name]}", flush=True)
+    last = next((work / n for n in reversed(list(sweeps)) if (work / n / "sweep" / "merged").is_dir()), None)
+    if last is not None:  # the merged archive replays the whole run in one process, with no model call
+        from mnemis.models.cache_archive import import_archive
+
+        replay = work / "replay"
+        counts = import_archive(last / "sweep" / "merged" / "cache_archive.jsonl.gz", replay / "cache")
+        wall = mnemis(["run", *base_overrides(data, replay, delay_s, None), "cache_mode=replay_only",
+                       f"hydra.run.dir={replay}/run"], work / "replay.log", env)
+        got = figures(replay / "run")
+        runs["replay_merged_archive"] = {
+            "archive": str(last.name), "entries": counts, "wall_s": round(wall, 2),
+            "identical_to_one_process": not differences(reference, got), "differs_in": differences(reference, got)}
+        print(f"replay: {runs['replay_merged_archive']}", flush=True)
     metrics = reference["metrics.json"]
     return {"workload": {**asdict(spec), **overlap_stats(items)},
             "figures": {m: {"questions": v.get("n_questions"), "groups": v.get("n_groups")}
