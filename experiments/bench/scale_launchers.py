@@ -133,7 +133,7 @@ class Killer:
 
 
 def run_all(spec: SynthSpec, work: Path, *, delay_s: float = 0.0, kill_after: int = 20,
-            ray_cpus: int = 2, only: tuple[str, ...] | None = None) -> dict[str, Any]:
+            ray_cpus: int = 2, only: tuple[str, ...] | None = None, replay: bool = True) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     items = make_lme(spec)
     data = work / "lme_synth.json"
@@ -175,14 +175,14 @@ def run_all(spec: SynthSpec, work: Path, *, delay_s: float = 0.0, kill_after: in
                                   "killed": killer.killed is not None}
         print(f"  {runs[name]}", flush=True)
     last = next((work / n for n in reversed(list(sweeps)) if (work / n / "sweep" / "merged").is_dir()), None)
-    if last is not None:  # the merged archive replays the whole run in one process, with no model call
+    if replay and last is not None:  # the merged archive replays the whole run in one process, with no model call
         from mnemis.models.cache_archive import import_archive
 
-        replay = work / "replay"
-        counts = import_archive(last / "sweep" / "merged" / "cache_archive.jsonl.gz", replay / "cache")
-        wall = mnemis(["run", *base_overrides(data, replay, delay_s, None), "cache_mode=replay_only",
-                       f"hydra.run.dir={replay}/run"], work / "replay.log", env)
-        got = figures(replay / "run")
+        where = work / "replay"
+        counts = import_archive(last / "sweep" / "merged" / "cache_archive.jsonl.gz", where / "cache")
+        wall = mnemis(["run", *base_overrides(data, where, delay_s, None), "cache_mode=replay_only",
+                       f"hydra.run.dir={where}/run"], work / "replay.log", env)
+        got = figures(where / "run")
         runs["replay_merged_archive"] = {
             "archive": str(last.name), "entries": counts, "wall_s": round(wall, 2),
             "identical_to_one_process": not differences(reference, got), "differs_in": differences(reference, got)}

@@ -25,7 +25,7 @@ def test_ray_sweep_with_a_killed_worker_equals_one_process(tmp_path):
     from mnemis.scale.synth import SynthSpec
 
     spec = SynthSpec(groups=4, sessions_per_haystack=2, pool_size=3, turns_per_session=4, words_per_turn=10)
-    result = run_all(spec, tmp_path, kill_after=6, only=("ray_2_killed",))
+    result = run_all(spec, tmp_path, kill_after=6, only=("ray_2_killed",), replay=False)
     run = result["runs"]["ray_2_killed"]
     assert run["kill"]["killed"] and run["kill"]["batches_before_kill"] >= 6
     assert run["kill"]["worker_pids_seen"] >= 3  # the two workers and the one Ray started for the rerun
