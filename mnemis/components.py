@@ -55,6 +55,11 @@ class Models:
     def _llm_role(self, key: str, node: Any) -> Any:
         if self.plain.get("cache_mode") == "replay_only":
             node = lazy_backend(node)
+        ident = "llm:" + json.dumps(node, sort_keys=True, default=str)
+        if ident not in _MODELS and isinstance(node, Mapping) and isinstance(node.get("backend"), Mapping):
+            # clients that differ only in their cache (each shard's own, mnemis.scale.node_state) share one engine
+            backend = self._get("llm backend", node["backend"], ident_key="llm_backend")
+            _MODELS[ident] = instantiate({k: v for k, v in node.items() if k != "backend"}, backend=backend)
         obj = self._get(key, node, ident_key="llm")
         if not any(obj is o for o in self._llms):
             self._llms.append(obj)
@@ -95,18 +100,18 @@ class Models:
 
     @property
     def reranker(self) -> Any:
-        """The configured reranker behind a deduplicating score cache (``rerank_cache: false`` = dedup only),
-        built only when a score is missing from the cache."""
-        key = "rerank_cache:" + json.dumps([self.plain.get("reranker"), self.plain["rerank_cache"]],
+        """The configured reranker behind a deduplicating score cache (``rerank_cache: false`` = dedup only), one
+        per cache dir, built only when a score is missing from the cache."""
+        cache = Path(self.plain["paths"]["cache_dir"]) / "rerank" if self.plain["rerank_cache"] else None
+        key = "rerank_cache:" + json.dumps([self.plain.get("reranker"), str(cache) if cache else None],
                                            sort_keys=True, default=str)
-        if key not in _MODELS:
+        if key not in _MODELS:  # one score cache per cache dir (a shard's own), one model behind them all
             from mnemis.models.rerank_cache import CachedReranker
 
             def build() -> Any:
                 return self._get("reranker", embedder=self.embedder)
 
             if self.plain["rerank_cache"]:
-                cache = Path(self.plain["paths"]["cache_dir"]) / "rerank"
                 _MODELS[key] = CachedReranker.for_node(self.plain.get("reranker"), build, cache)
             else:
                 _MODELS[key] = CachedReranker(build(), None)

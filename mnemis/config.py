@@ -51,6 +51,28 @@ def to_plain(cfg: Any) -> Any:
     return cfg
 
 
+def with_values(cfg: Any, values: dict[str, Any]) -> Any:
+    """``cfg`` with dotted keys set (``{"paths.cache_dir": ...}``); in an OmegaConf node, in place, so every
+    interpolation of those keys follows; in plain dicts, a copy with just those keys changed."""
+    from omegaconf import DictConfig, OmegaConf, open_dict
+
+    if isinstance(cfg, DictConfig):
+        with open_dict(cfg):
+            for key, value in values.items():
+                OmegaConf.update(cfg, key, value, merge=False)
+        return cfg
+    import copy
+
+    out = copy.deepcopy(cfg)
+    for key, value in values.items():
+        *parents, last = key.split(".")
+        node = out
+        for k in parents:
+            node = node.setdefault(k, {})
+        node[last] = value
+    return out
+
+
 def build(node: Any, **kwargs: Any) -> Any:
     """Instantiate a component from its config node (``_target_``), with plain-value arguments."""
     from hydra.utils import instantiate

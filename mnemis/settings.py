@@ -158,6 +158,15 @@ class PathsSettings(Section):
     shared_data_dir: str | None
 
 
+class ScaleSettings(Section):
+    """Where a sharded job keeps its state (:mod:`mnemis.scale.node_state`)."""
+
+    local_dir: str | None = None  # node-local root of the shards' state; None: $SLURM_TMPDIR, $TMPDIR, cache dir
+    share_cache: bool = False  # one host only: the shards share paths.cache_dir (cross-shard reuse)
+    check_fs: bool = True  # refuse SQLite (stores, caches) on a network file system
+    gpus_per_job: int = Field(0, ge=0)  # GPUs of one job: Ray's num_gpus; one set per joblib worker
+
+
 ModelNode = dict[str, Any]  # a `_target_` node; checked against its target's signature (check_target)
 
 
@@ -172,6 +181,7 @@ class RunSettings(Section):
     hub_offline: bool
     verbose: bool
     shard: str | None
+    scale: ScaleSettings = ScaleSettings()
     cache_mode: Literal["readwrite", "replay_only", "off"]
     retry_failed: bool
     reply_budget: Literal["raise", "fit", "off"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 HYDRA_COMMANDS = ("build", "eval", "run", "report")
 COMMANDS = (*HYDRA_COMMANDS, "merge", "compare", "data", "models", "doctor")
@@ -54,6 +55,7 @@ def _hydra_main() -> None:
         from mnemis.store import StoreError
 
         quiet_third_party(bool(cfg.get("verbose", False)))
+        _pin_joblib_worker(cfg, HydraConfig.get())  # before anything touches CUDA
         if cfg.get("hub_offline"):
             os.environ["HF_HUB_OFFLINE"] = "1"
         if cfg.command in ("run", "build") and cfg.get("preflight", True):
@@ -68,6 +70,26 @@ def _hydra_main() -> None:
         return sweep_objective(cfg, out)  # what an optimising sweeper reads (optimized_metric; None when unset)
 
     _main()
+
+
+def _pin_joblib_worker(cfg: Any, hydra_cfg: Any) -> None:
+    """Under the joblib launcher, a job needing GPUs (``scale.gpus_per_job``) gets its worker's own
+    (``CUDA_VISIBLE_DEVICES``; :mod:`mnemis.scale.gpu_slots`), not GPU 0 shared by every worker."""
+    launcher = str(hydra_cfg.launcher.get("_target_") or "")
+    per_job = int((cfg.get("scale") or {}).get("gpus_per_job") or 0)
+    if "JoblibLauncher" not in launcher or per_job < 1:
+        return
+    import hashlib
+    import tempfile
+    from pathlib import Path
+
+    from mnemis.scale.gpu_slots import pin_worker
+
+    sweep = str(Path(str(hydra_cfg.sweep.dir)).resolve())
+    lock_dir = Path(tempfile.gettempdir()) / f"mnemis-gpu-slots-{hashlib.sha256(sweep.encode()).hexdigest()[:10]}"
+    gpus = pin_worker(per_job, lock_dir)
+    if gpus:
+        logging.getLogger(__name__).info("this worker's GPUs: CUDA_VISIBLE_DEVICES=%s", ",".join(gpus))
 
 
 def _preflight(cfg: object, launcher: str | None) -> None:

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 # config keys that never count as swept: where files go, how a job was invoked, what the launcher numbered
 IGNORED_PREFIXES = ("paths.", "hydra.", "run_dir", "command", "tracker.", "verbose", "preflight", "hub_offline",
-                    "llm.cache_dir", "llm.cache_mode", "cache_mode")
+                    "llm.cache_dir", "llm.cache_mode", "cache_mode", "scale.")
 MAX_DEPTH = 4
 
 

@@ -218,6 +218,8 @@ def _launcher_check(launcher: str | None) -> Check:
         return Check("launcher", "ok", "basic (in-process)")
     module = launcher.rsplit(".", 1)[0]
     found = importlib.util.find_spec(module.split(".")[0]) is not None and _spec(module)
+    if found and module.startswith("hydra_plugins.mnemis_ray_launcher"):  # our launcher: Ray itself is needed
+        found = _spec("ray")
     hint = f"{launcher} not installed: pip install 'mnemis[gpu]' (or 'mnemis[sweep]')"
     return Check("launcher", "ok" if found else "FAIL", launcher if found else hint)
 

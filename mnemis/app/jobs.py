@@ -135,8 +135,13 @@ def require_built(plain: dict[str, Any], path: Path, methods: Sequence[str]) -> 
             "`mnemis build <the same overrides>`, or use `mnemis run`, which builds and then evaluates.")
 
 
-def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = None) -> dict[str, Any]:
-    """Every configured method on the built memory: retrieve, answer, judge; then metrics and report."""
+def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = None,
+             progress_dir: Path | None = None) -> dict[str, Any]:
+    """Every configured method on the built memory: retrieve, answer, judge; then metrics and report.
+
+    ``progress_dir``: where the resumable progress goes (default ``out``; a sharded job's node-local state,
+    :mod:`mnemis.scale.node_state`). A sharded job also writes ``shard.json`` (what the shard must hold, for
+    ``mnemis merge``)."""
     from mnemis.eval.harness import evaluate_method, finalize_run
     from mnemis.eval.route_recall import route_recall
     from mnemis.eval.tracking import make_tracker
@@ -165,6 +170,10 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
         judge_cfg.audit_path or side_file("locomo_audit", dirs))
     if audit and not Path(audit).exists():
         audit = False
+    if plain.get("shard"):
+        from mnemis.scale.merge import write_shard_manifest
+
+        write_shard_manifest(out, plain["shard"], data.groups, questions, methods, seeds)
     timings: dict[str, float] = {}
     recall: dict[str, Any] = {}
     with GraphStore(path) as store:
@@ -187,6 +196,7 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
                     answer_temperature=answer_cfg.temperature,
                     judge_max_tokens=judge_cfg.max_tokens,  # an int or "auto" (the schema's worst case)
                     graded_settings=judge_cfg.graded,  # BEAM / LoCoMo-Plus scorers (mnemis.eval.graded)
+                    progress_dir=progress_dir,
                 )
             timings[method.name] = round(time.perf_counter() - t0, 2)
         from mnemis.eval.explorer import GRAPH_FILE, graph_snapshot
@@ -256,6 +266,17 @@ def _headline(m: Any, lenient: dict[str, str] | None = None) -> str:
         return json.dumps(m, default=str)[:200]
 
 
+def _check_local_disk(plain: dict[str, Any], command: str) -> None:
+    """Stop before any SQLite file opens on a network file system (``scale.check_fs``)."""
+    from mnemis.scale.node_state import NetworkFileSystemError, check_local, sqlite_paths
+
+    if (plain.get("scale") or {}).get("check_fs", True):
+        try:
+            check_local(sqlite_paths(plain))
+        except NetworkFileSystemError as exc:
+            raise SystemExit(f"mnemis {command}: {exc}") from None
+
+
 def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     plain = to_plain(cfg)
     out = Path(output_dir)
@@ -278,6 +299,12 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
             raise SystemExit(f"mnemis report: {exc}") from None
         print(f"report: {path}\nexplorer: {Path(run_dir) / HTML_FILE}")
         return {"report": str(path)}
+    from mnemis.config import with_values
+    from mnemis.scale.node_state import shard_paths, shard_state
+
+    state = shard_state(plain, out)  # a sharded job keeps its store, caches and progress on node-local disk
+    if state is not None:
+        plain = to_plain(with_values(cfg, shard_paths(plain, state)))
     methods = list(plain.get("methods") or [])
     try:
         check_methods(methods)  # every unknown or ill-configured method at once, before any model loads
@@ -289,6 +316,7 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         raise SystemExit(f"mnemis {command}: {exc}") from None
     if command in ("eval", "run"):
         check_roles(plain)  # before any model loads
+    _check_local_disk(plain, command)
     _write(out / "config.json", plain)
     models = Models(plain)
     result: dict[str, Any] = {"command": command, "output_dir": str(out)}
@@ -305,10 +333,16 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
             if models.built("llm"):
                 log_ledger(tracker, "build", models.ledger())
         if command in ("eval", "run"):
-            result["eval"] = run_eval(settings, out, models, tracker=tracker)
+            result["eval"] = run_eval(settings, out, models, tracker=tracker,
+                                      progress_dir=state.progress if state is not None else None)
             log_ledger(tracker, "eval", models.ledger())
         elif models.built("llm"):
             models.ledger().save(out / "ledger.json")
+        if state is not None:  # the shard's replies beside its results, for the merged replay archive
+            from mnemis.models.cache_archive import export_archive
+            from mnemis.scale.merge import ARCHIVE_FILE
+
+            export_archive(plain["paths"]["cache_dir"], out / ARCHIVE_FILE)
     finally:
         progress.remove_listener(listener)
         tracker.finish()

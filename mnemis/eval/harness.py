@@ -67,6 +67,7 @@ def evaluate_method(
     answer_prompt: Prompt = ANSWER,
     answer_temperature: float = 0.0,
     graded_settings: Mapping[str, Any] | None = None,
+    progress_dir: str | Path | None = None,
 ) -> list[QuestionRecord]:
     """Answer (one batch), judge (one batch per judge), optionally audit, and store the records.
 
@@ -81,15 +82,18 @@ def evaluate_method(
             ``cognitive_partial``; :mod:`mnemis.eval.graded`), for questions whose ``meta`` names a scorer.
         answer_prompt / answer_temperature / seed: how the answers are sampled (one of
             ``mnemis.prompts.answer.ANSWER_PROMPTS``; the seed matters only with a temperature above 0).
+        progress_dir: where the resumable progress files go (default ``run_dir``; a sharded job's node-local
+            state dir, :mod:`mnemis.scale.node_state`).
     Rows of ``questions.jsonl`` with the same (method, seed) are replaced; other rows are kept.
     """
-    # progress per method in the run dir: a rerun there (hydra.run.dir=...) resumes (mnemis.eval.progress)
+    # progress per method in the run dir (or progress_dir): a rerun there (hydra.run.dir=...) resumes (mnemis.eval.progress)
     answers = answer_questions(answer_llm, questions, contexts, max_tokens=answer_max_tokens, seed=seed,
                                prompt=answer_prompt, temperature=answer_temperature,
-                               progress=progress_file(run_dir, "answer", method, seed))
+                               progress=progress_file(progress_dir or run_dir, "answer", method, seed))
     labels, graded, graded_flags = judge_mixed(  # graded scorers (BEAM, LoCoMo-Plus) where questions ask for one
-        judges, questions, answers, max_tokens=judge_max_tokens, progress=progress_file(run_dir, "judge", method, seed),
-        graded_progress=progress_file(run_dir, "graded", method, seed), settings=graded_settings)
+        judges, questions, answers, max_tokens=judge_max_tokens,
+        progress=progress_file(progress_dir or run_dir, "judge", method, seed),
+        graded_progress=progress_file(progress_dir or run_dir, "graded", method, seed), settings=graded_settings)
     if any(graded_flags):
         flags = [[*(flags[i] if flags is not None else []), *f] for i, f in enumerate(graded_flags)]
     audited, aud_labels, gold_questions = None, None, list(questions)

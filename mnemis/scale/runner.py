@@ -28,13 +28,24 @@ from mnemis.store.sqlite import GraphStore
 
 
 class LeanScriptedBackend(ScriptedBackend):
-    """``ScriptedBackend`` that keeps no request history (long runs) and can sleep per batch."""
+    """``ScriptedBackend`` that keeps no request history (long runs) and can sleep per batch.
 
-    def __init__(self, delay_s: float = 0.0, model_id: str = "scripted-scale", announce: bool = False) -> None:
-        super().__init__(base_graph_responder, model_id=model_id)
+    ``hierarchy``: categorisation prompts get grouping replies (``hierarchy_responder``), so a whole
+    ``mnemis run`` builds a real hierarchy. ``beacon_dir``: after each batch the backend writes
+    ``<beacon_dir>/<pid>`` (``<batches> <requests>``), so a benchmark can kill a worker at a known point of its
+    work (``conf/llm/scripted_scale.yaml``).
+    """
+
+    def __init__(self, delay_s: float = 0.0, model_id: str = "scripted-scale", announce: bool = False, *,
+                 hierarchy: bool = False, beacon_dir: str | None = None) -> None:
+        from mnemis.scale.hierarchy_rules import hierarchy_responder
+
+        super().__init__(hierarchy_responder if hierarchy else base_graph_responder, model_id=model_id)
         self.delay_s = delay_s
         self.announce = announce
+        self.beacon_dir = Path(beacon_dir) if beacon_dir else None
         self.n_batches = 0
+        self.n_requests = 0
 
     def complete(self, requests: list[LLMRequest]) -> list[Completion]:  # type: ignore[override]
         if self.delay_s:
@@ -42,8 +53,16 @@ class LeanScriptedBackend(ScriptedBackend):
         out = super().complete(requests)
         self.batches.clear()
         self.n_batches += 1
+        self.n_requests += len(requests)
         if self.announce:
             print(f"BATCH {self.n_batches}", flush=True)
+        if self.beacon_dir is not None:
+            import os
+
+            self.beacon_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.beacon_dir / f".{os.getpid()}.tmp"
+            tmp.write_text(f"{self.n_batches} {self.n_requests}\n")
+            tmp.replace(self.beacon_dir / str(os.getpid()))
         return out
 
 

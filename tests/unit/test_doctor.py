@@ -122,6 +122,16 @@ def test_a_missing_launcher_plugin_is_named():
     assert doctor._launcher_check(None).status == "ok"
 
 
+def test_the_ray_launcher_needs_ray(monkeypatch):
+    ours = "hydra_plugins.mnemis_ray_launcher.ray_launcher.RayLauncher"
+    real = doctor._spec
+    monkeypatch.setattr(doctor, "_spec", lambda module: module != "ray" and real(module))
+    row = doctor._launcher_check(ours)
+    assert row.status == "FAIL" and "mnemis[gpu]" in row.detail
+    monkeypatch.setattr(doctor, "_spec", real)
+    assert doctor._launcher_check(ours).status == ("ok" if real("ray") else "FAIL")
+
+
 def test_models_list_and_fetch_with_a_mocked_hub(monkeypatch, capsys):
     import huggingface_hub
 

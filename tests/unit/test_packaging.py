@@ -14,7 +14,7 @@ def test_every_subpackage_is_listed_in_pyproject():
         for p in (REPO / "mnemis").rglob("__init__.py")
         if "__pycache__" not in p.parts
     }
-    assert found | {"mnemis.kernels", "mnemis.conf"} == listed
+    assert found | {"mnemis.kernels", "mnemis.conf", "hydra_plugins.mnemis_ray_launcher"} == listed
 
 
 def test_importing_mnemis_is_light():

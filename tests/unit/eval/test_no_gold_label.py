@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -56,14 +57,15 @@ def _requests(tmp_path, dataset: str, variant: str, mode: str) -> list[tuple]:
                    f"methods={methods}",
                    "cache_mode=off", "preflight=false", f"paths.artifacts_dir={tmp_path}/art_{variant}",
                    f"paths.cache_dir={tmp_path}/cache_{variant}"])
-    before = {k: len(getattr(getattr(m, "backend", None), "batches", [])) for k, m in _MODELS.items()}
+    def backends() -> dict[int, Any]:  # clients with other cache dirs share one backend: count each backend once
+        found = (getattr(m, "backend", None) for m in _MODELS.values())
+        return {id(b): b for b in found if getattr(b, "batches", None) is not None}
+
+    before = {k: len(b.batches) for k, b in backends().items()}
     run_command(cfg, tmp_path / f"run_{dataset}_{mode}_{variant}")
     sent = []
-    for key, model in _MODELS.items():
-        batches = getattr(getattr(model, "backend", None), "batches", None)
-        if batches is None:
-            continue
-        for batch in batches[before.get(key, 0):]:
+    for key, backend in backends().items():
+        for batch in backend.batches[before.get(key, 0):]:
             sent += [(r.stage, _STORE_ID.sub(r"\1_ID", json.dumps(r.messages)),
                       _STORE_ID.sub(r"\1_ID", json.dumps(r.json_schema(), sort_keys=True)))
                      for r in batch if not r.stage.startswith(JUDGE_STAGES)]

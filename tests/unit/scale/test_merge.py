@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mnemis.eval.harness import finalize_run
-from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, write_records
+from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, read_records, write_records
 from mnemis.models.ledger import Ledger
 from mnemis.scale.merge import MergeError, merge_command, merge_runs, parse_merge_args
 from mnemis.scale.shard import shard_groups, shard_specs
@@ -146,3 +146,129 @@ def test_merge_command_line(tmp_path, groups, capsys):
         merge_command(["runs=[a]"])
     with pytest.raises(SystemExit, match="appears in two shards"):
         merge_command([f"runs=[{dirs[0]},{tmp_path}/m]", f"out={tmp_path}/m2"])
+
+
+def _split(tmp_path: Path, groups: list[str], n: int, *, manifest: bool = True) -> list[Path]:
+    """``n`` shard run dirs of ``groups``, each with its ``shard.json`` (as the main job writes it)."""
+    from mnemis.scale.merge import write_shard_manifest
+    from mnemis.types import Question
+
+    records = _records(groups)
+    dirs = []
+    for i in range(n):
+        keep = shard_groups(groups, i, n)
+        d = _run_dir(tmp_path / f"s{i}", [r for r in records if r.group_id in set(keep)], f"{i}/{n}")
+        if manifest:
+            qs = [Question(id=f"{g}:q0", group_id=g, question="q?", answer="a", category="x") for g in keep]
+            write_shard_manifest(d, f"{i}/{n}", keep, qs, ["mnemis", "rag"], [0])
+        dirs.append(d)
+    return dirs
+
+
+def test_a_missing_shard_is_refused_naming_it(tmp_path, groups):
+    dirs = _split(tmp_path, groups, 4)
+    with pytest.raises(MergeError, match=r"missing shard\(s\) 2/4 of the 4-way split"):
+        merge_runs([dirs[0], dirs[1], dirs[3]], tmp_path / "out")
+    other = _split(tmp_path / "three", [f"r{k:03d}" for k in range(6)], 3)
+    with pytest.raises(MergeError, match="shards of different splits"):
+        merge_runs([dirs[0], dirs[1], dirs[2], other[0]], tmp_path / "out")
+    assert not (tmp_path / "out" / "metrics.json").exists()
+
+
+def test_an_unfinished_shard_is_refused(tmp_path, groups):
+    dirs = _split(tmp_path, groups, 2)
+    (dirs[1] / "metrics.json").unlink()  # killed before its last method finished
+    with pytest.raises(MergeError, match=r"shard 1/2 \(.*s1\) did not finish: no metrics.json"):
+        merge_runs(dirs, tmp_path / "out")
+
+
+def test_a_method_missing_for_some_questions_is_refused_naming_shard_method_and_group(tmp_path, groups):
+    dirs = _split(tmp_path, groups, 2)
+    rows = [r for r in read_records(dirs[1] / QUESTIONS_FILE)
+            if not (r.method == "rag" and r.group_id == shard_groups(groups, 1, 2)[3])]
+    write_records(dirs[1] / QUESTIONS_FILE, rows)
+    missing = shard_groups(groups, 1, 2)[3]
+    with pytest.raises(MergeError, match=rf"shard 1/2 .*method rag \(seed 0\) has no answer for 1 question\(s\) "
+                                         rf"in 1 group\(s\), first group '{missing}'"):
+        merge_runs(dirs, tmp_path / "out")
+    # a shard stopped after its first method (no manifest: its config's methods stand for it)
+    plain = _split(tmp_path / "plain", groups, 2, manifest=False)
+    write_records(plain[0] / QUESTIONS_FILE, [r for r in read_records(plain[0] / QUESTIONS_FILE)
+                                              if r.method == "mnemis"])
+    with pytest.raises(MergeError, match=r"shard 0/2 .*method rag \(seed 0\) has no answer"):
+        merge_runs(plain, tmp_path / "out2")
+
+
+def test_a_group_outside_the_split_or_the_manifest_is_refused(tmp_path, groups):
+    from mnemis.scale.merge import write_shard_manifest
+    from mnemis.types import Question
+
+    dirs = _split(tmp_path, groups, 2)
+    moved = shard_groups(groups, 1, 2)[0]  # shard 0 claims a group of shard 1 (different data loaded)
+    keep0 = shard_groups(groups, 0, 2) + [moved]
+    keep1 = [g for g in shard_groups(groups, 1, 2) if g != moved]
+    records = _records(groups)
+    for d, keep, spec in ((dirs[0], keep0, "0/2"), (dirs[1], keep1, "1/2")):
+        write_records(d / QUESTIONS_FILE, [r for r in records if r.group_id in set(keep)])
+        write_shard_manifest(d, spec, keep, [Question(id=f"{g}:q0", group_id=g, question="q?", answer="a", category="x")
+                                             for g in keep], ["mnemis", "rag"], [0])
+    with pytest.raises(MergeError, match=rf"group '{moved}' is in shard 0/2 .* puts it in shard 1/2"):
+        merge_runs(dirs, tmp_path / "out")
+    dirs = _split(tmp_path / "b", groups, 2)
+    extra = _records(["q999"])[0]  # a row the shard's manifest does not list
+    write_records(dirs[0] / QUESTIONS_FILE, [*read_records(dirs[0] / QUESTIONS_FILE), extra])
+    with pytest.raises(MergeError, match="group 'q999' question 'q999:q0' .* not one of the shard's questions"):
+        merge_runs(dirs, tmp_path / "out")
+
+
+def test_merge_keeps_roles_leniency_and_unions_the_cache_archives(tmp_path, groups):
+    import gzip
+
+    from mnemis.models.cache_archive import export_archive, import_archive
+    from mnemis.models.cache import CachedReply, ResponseCache
+    from mnemis.scale.merge import ARCHIVE_FILE
+
+    dirs = _split(tmp_path, groups, 2)
+    roles = {"roles": {"answer": "Qwen/Qwen3-8B"}, "headline_judge": "other",
+             "judges": [{"name": "main", "model": "j", "criterion": "strict", "slot": "llm"}]}
+    leniency = {"judges": {"main": {"wrong_specific": {"rate": 0.125, "judged": 40},
+                                    "wrong_vague": {"rate": 0.5, "judged": 40}}}}
+    for k, d in enumerate(dirs):
+        (d / "roles.json").write_text(json.dumps(roles))
+        (d / "leniency.json").write_text(json.dumps(leniency))
+        cache = ResponseCache(tmp_path / f"cache{k}" / "llm")
+        cache.put_many([(f"key{k}", "m", "extract", CachedReply(f"reply{k}", 3, 1, None, "stop", 0)),
+                        ("shared", "m", "extract", CachedReply("same", 3, 1, None, "stop", 0))])
+        cache.close()
+        export_archive(tmp_path / f"cache{k}", d / ARCHIVE_FILE)
+    metrics = merge_runs(dirs, tmp_path / "out")
+    out = tmp_path / "out"
+    assert json.loads((out / "roles.json").read_text()) == roles
+    assert json.loads((out / "leniency.json").read_text()) == leniency
+    assert metrics["rag"]["headline_judge"] == "other"  # the shards' headline judge, as the unsharded run
+    report = (out / "report.md").read_text()
+    assert "## Models by role" in report and "| answer | Qwen/Qwen3-8B |" in report
+    assert "## Judge leniency" in report and "| main | – | 12.5 | 50.0 | 80 |" in report
+    lines = gzip.open(out / ARCHIVE_FILE, "rt").read().splitlines()
+    assert [json.loads(x)["key"] for x in lines] == ["key0", "key1", "shared"]
+    assert import_archive(out / ARCHIVE_FILE, tmp_path / "replay") == {"llm": 3, "rerank": 0}
+    shards = json.loads((out / "shards.json").read_text())
+    assert shards["cache_archive"]["conflicts"] == 0 and shards["coverage"]["n_shards"] == 2
+
+
+def test_the_sweep_end_callback_merges_the_shards_and_stops_on_a_gap(tmp_path, groups):
+    from omegaconf import OmegaConf
+
+    from mnemis.scale.merge import MergeCallback
+
+    sweep = tmp_path / "sweep"
+    dirs = _split(sweep, groups, 3)
+    cfg = OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}}})
+    MergeCallback().on_multirun_end(cfg)
+    merged = json.loads((sweep / "merged" / "metrics.json").read_text())
+    assert merged["rag"]["n_groups"] == len(groups)
+    # by hand afterwards: the sweep glob skips the merge's own output dir
+    assert parse_merge_args([f"runs=[{sweep}/*]", "out=o"])[0] == [str(d) for d in dirs]
+    (dirs[2] / "metrics.json").unlink()  # a shard that did not finish: the sweep stops, naming it
+    with pytest.raises(MergeError, match=r"shard 2/3 .* did not finish"):
+        MergeCallback().on_multirun_end(cfg)

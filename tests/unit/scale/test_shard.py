@@ -95,3 +95,31 @@ def test_sharded_experiment_composes_with_a_shard_override():
         assert launcher._target_.endswith("SlurmLauncher") and launcher.gpus_per_node == 4
         for key in ("partition", "timeout_min", "cpus_per_task", "mem_gb"):
             assert launcher[key] is not None
+
+
+@pytest.mark.parametrize("llm,gpus", [("smollm2_vllm_cpu", 0), ("qwen3_8b_vllm", 1), ("qwen3_32b_vllm_tp4", 4)])
+def test_ray_launcher_asks_each_job_for_the_engines_gpus(llm, gpus):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from mnemis.config import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", return_hydra_config=True,
+                      overrides=["experiment=lme_s_sharded", "hydra/launcher=ray", f"llm={llm}",
+                                 "++hydra.launcher.resources.h200=1"])
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    assert launcher["_target_"] == "hydra_plugins.mnemis_ray_launcher.ray_launcher.RayLauncher"
+    assert launcher["num_gpus"] == gpus and launcher["resources"] == {"h200": 1} and launcher["max_retries"] >= 1
+    from hydra_plugins.mnemis_ray_launcher.ray_launcher import RayLauncher
+
+    RayLauncher(**{k: v for k, v in launcher.items() if k != "_target_"})  # every key is an argument
+
+
+def test_ray_launcher_refuses_a_job_bigger_than_a_local_ray():
+    from hydra_plugins.mnemis_ray_launcher.ray_launcher import check_resources
+
+    check_resources({"CPU": 16.0, "GPU": 8.0}, {"CPU": 1, "GPU": 4, "h200": 0}, local=True)
+    with pytest.raises(RuntimeError, match=r"GPU=4 \(the cluster has 0\)"):
+        check_resources({"CPU": 2.0}, {"CPU": 1, "GPU": 4}, local=True)
+    check_resources({"CPU": 2.0}, {"CPU": 1, "GPU": 4}, local=False)  # a cluster may scale up: only a warning
