@@ -47,8 +47,8 @@ RECALL_TOLERANCE = 1e-12
 
 
 def base_overrides(data: Path, work: Path, delay_s: float, beacon: Path | None) -> list[str]:
-    return ["experiment=lme_s_sharded", "llm=scripted_scale", "reply_budget=off", "embedder=hashing", "reranker=cosine",
-            f"dataset.path={data}", "methods=[mnemis,rag]", "preflight=false", f"paths.cache_dir={work}/cache",
+    return ["experiment=lme_s_sharded", "llm=scripted_scale", "reply_budget=off", "embedder=hashing",
+            "reranker=cosine", f"dataset.path={data}", "methods=[mnemis,rag]", "preflight=false", f"paths.cache_dir={work}/cache",
             f"paths.artifacts_dir={work}/artifacts", f"scale.local_dir={work}/local",
             f"llm.backend.delay_s={delay_s}", f"llm.backend.beacon_dir={beacon or 'null'}"]
 
