@@ -45,8 +45,8 @@ INGEST_STAGES = ("extract_entities", "reflect_entities", "extract_facts", "refle
                  "dedup_facts", "entity_attributes")
 # SmolLM2 pads every reply to its budget (as the peers in experiment=quickstart): Graphiti's client would otherwise
 # send 8,192 per request
-SMALL_MODEL = ["ingest.graphiti.max_tokens=256",
-               "+ingest.graphiti.server={max_model_len:16384,allow_long_context:true,kv_cache_memory_bytes:536870912}"]
+SMALL_MODEL = ["ingest.graphiti.max_tokens=256", "ingest.graphiti.server.allow_long_context=true",
+               "ingest.graphiti.server.kv_cache_memory_bytes=536870912"]
 
 
 def graph_shape(store: Path) -> dict[str, Any]:
