@@ -15,7 +15,7 @@ EntityNode.name                            ``Entity.name``; ``Entity.id = entity
                                            whose names normalise alike become one entity (counted)
 EntityNode.summary                         ``Entity.summary`` (of the earliest node, when merged)
 EntityNode.labels                          ``Entity.tags``, without Graphiti's generic ``Entity`` label
-EntityNode.created_at                      ``Entity.created_at``
+EntityNode.created_at                      ``Entity.created_at`` (Graphiti's ingestion time)
 EntityNode.name_embedding                  dropped: our embedder embeds the entity's name (and summary)
                                            afterwards, as for our own builder
 EntityNode.attributes                      dropped (filled only for custom entity types; none are given)
@@ -26,7 +26,8 @@ EntityEdge.name                            ``Fact.relation``
 EntityEdge.fact                            ``Fact.fact``
 EntityEdge.episodes                        ``Fact.episode_ids`` (in episode order)
 EntityEdge.valid_at, invalid_at,           the same fields, UTC (naive UTC when the group's episode
-expired_at, created_at                     times are naive)
+expired_at, created_at                     times are naive); expired_at and created_at are Graphiti's
+                                           ingestion times (as EntityNode.created_at)
 EntityEdge.fact_embedding                  dropped: our embedder embeds the fact afterwards
 EntityEdge.attributes                      dropped (filled only for custom edge types; none are given)
 EpisodicEdge (MENTIONS)                    ``Mention(episode_id, entity_id)``; its uuid and time dropped
