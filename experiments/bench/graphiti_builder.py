@@ -14,14 +14,15 @@ machine cannot reach: the model under test judges, for both builders alike) and 
 
 Usage (nice it: the machine is shared)::
 
-    nice -n 10 python experiments/bench/graphiti_builder.py                     # quickstart slice, SmolLM2
-    nice -n 10 python experiments/bench/graphiti_builder.py --experiment cpu_small --out \\
-        experiments/results/graphiti_builder_1_5b.json -- dataset.slice.sessions=[1,1]   # the 1.5B model
+    nice -n 10 python experiments/bench/graphiti_builder.py -- "+dataset.slice.episodes=[1,3]"   # SmolLM2, 3 turns
+    # Qwen2.5-Coder-1.5B on conv-26 session 1 (18 turns, 4 questions; `make setup-cpu-small` first; hours on 2 cores)
+    nice -n 10 python experiments/bench/graphiti_builder.py --experiment cpu_small --no-small-model \\
+        --out experiments/results/graphiti_builder_1_5b.json -- "dataset.slice.sessions=[1,1]"
     python experiments/bench/graphiti_builder.py --summarize                    # no model run
 
-Writes ``experiments/results/graphiti_builder.json`` (``--out``). ``--archive`` keeps the run's LLM response cache
-beside it (our builder's, the hierarchy's, the answers' and the judge's replies; Graphiti's requests go to an
-OpenAI-compatible server and are not cached by us).
+Writes ``experiments/results/graphiti_builder.json`` (``--out``). Our side (our builder, the hierarchy, the
+answers and the judge) replays from the LLM response cache; graphiti-core's requests go to an OpenAI-compatible
+server and are not cached, so its build is not replayable (its counts are in the JSON and the store).
 """
 
 from __future__ import annotations
