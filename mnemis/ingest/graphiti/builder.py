@@ -109,13 +109,16 @@ class GraphitiGraphBuilder:
             from mnemis.ingest.graphiti.run import set_reflexion
 
             set_reflexion(self.reflexion_iterations, version)
-        with self._endpoint() as endpoint:
+        added = {g: self.store.done(ADDED, g) for g in by_group}
+        pending = any(e.id not in added[g] for g, eps in by_group.items() for e in eps)
+        with self._endpoint(needed=pending) as endpoint:
             for g, eps in by_group.items():
                 eps.sort(key=lambda e: (e.position, e.id))
                 asyncio.run(self._group(g, eps, endpoint, run.counters))
-        self.store.set_meta(META_KEY, {"graphiti_core": version, "mode": self.mode, "bulk_size": self.bulk_size,
-                                       "reflexion_iterations": self.reflexion_iterations,
-                                       "model": endpoint.model})
+            if pending:
+                self.store.set_meta(META_KEY, {"graphiti_core": version, "mode": self.mode,
+                                               "bulk_size": self.bulk_size, "model": endpoint.model,
+                                               "reflexion_iterations": self.reflexion_iterations})
         groups = list(by_group)
         if self.embed_kinds:
             written = embed_missing(self.store, self.embedder, groups, kinds=self.embed_kinds)
@@ -162,9 +165,14 @@ class GraphitiGraphBuilder:
         counters.update(imported)
 
     @contextlib.contextmanager
-    def _endpoint(self) -> Iterator[Any]:
+    def _endpoint(self, needed: bool = True) -> Iterator[Any]:
+        """The endpoint Graphiti's client talks to; when no episode is left to add (a resumed build that only
+        imports again), one that is never called, so no server is started."""
         from mnemis.ingest.graphiti.run import Endpoint
 
+        if not needed:
+            yield Endpoint("http://127.0.0.1:9/v1", str(self.model or "unused"))
+            return
         key = os.environ.get(self.api_key_env) or "EMPTY"
         common = {"max_tokens": self.max_tokens, "timeout_s": self.request_timeout_s}
         backend = getattr(self.llm, "backend", None)

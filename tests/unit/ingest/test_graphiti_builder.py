@@ -180,6 +180,34 @@ def test_paper_mode_builds_the_base_graph_with_graphiti_core_and_imports_it(tmp_
 
 
 @needs_graphiti
+def test_a_rerun_adds_only_new_episodes_and_imports_under_the_same_ids(tmp_path):
+    from mnemis.ingest.builders import make_builder
+    from mnemis.models.embed import HashingEmbedder
+    from mnemis.store import GraphStore
+    from tests.helpers.graphiti_stub import GraphitiStub
+
+    eps = _episodes()
+    stub = GraphitiStub()
+    try:
+        with GraphStore(tmp_path / "m.db") as store:
+            builder = make_builder(store, None, HashingEmbedder(16), builder="graphiti",
+                                   graphiti={"version": None, "base_url": stub.url, "model": "stub"})
+            first = builder.ingest(eps[:2])
+            sent = stub.requests
+            facts = {f.id: f for f in store.facts("g")}
+            again = builder.ingest(eps[:2])  # nothing left to add: no request, the same graph
+            assert stub.requests == sent and again.counters["graphiti.import.facts"] == len(facts)
+            builder.ingest(eps)  # one new episode: only it is added
+            grown = {f.id: f for f in store.facts("g")}
+            totals = store.get_meta("ingest.stats")
+    finally:
+        stub.close()
+    assert first.counters["graphiti.episodes_added"] == 2 and totals["graphiti.episodes_added"] == 3
+    assert stub.requests > sent and totals["graphiti.llm_calls"] == stub.requests
+    assert set(facts) < set(grown) and all(grown[k].fact == f.fact for k, f in facts.items())
+
+
+@needs_graphiti
 def test_a_scripted_llm_has_no_endpoint_and_the_error_names_the_settings(tmp_path):
     from mnemis.ingest.builders import make_builder
     from mnemis.models.embed import HashingEmbedder
