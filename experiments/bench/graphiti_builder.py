@@ -97,7 +97,7 @@ def report(run_dir: Path) -> dict[str, Any]:
     shape = graph_shape(Path(build["store"]))
     totals = build.get("ingest_totals") or {}
     n = max(shape["episodes"], 1)
-    recall = (s.get("evidence_recall") or {}).get("system1") or {}
+    recall = (s.get("evidence_recall") or {}).get("mnemis/system1") or {}
     return {"status": s["status"], "run_dir": s["run_dir"], "model": s["model"], "slice": s["slice"],
             "graph": shape, "cost": builder_cost(s, totals, n),
             "table3_prompt_tokens_per_episode": TABLE3_PROMPT_TOKENS_PER_EPISODE,
