@@ -1,6 +1,7 @@
 """A loopback OpenAI-compatible server that answers graphiti-core's structured requests with scripted JSON: the
 names in the current message (its speaker first, then its capitalised words), one fact between the first two
-listed entities (by id and by name: releases differ), no duplicates, no missed items, a one-line summary; any other schema gets its minimal instance."""
+listed entities (by id and by name: releases differ), no duplicates, no missed items, a one-line summary; any
+other schema gets its minimal instance."""
 
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ def reply(schema_name: str, schema: dict[str, Any], prompt: str) -> Any:
             return {"edges": []}
         a, b = ents[0], ents[1]
         return {"edges": [{"relation_type": "TALKS_ABOUT", "source_entity_id": a.get("id", 0),
-                           "target_entity_id": b.get("id", 1),
-                           "source_entity_name": a.get("name"), "target_entity_name": b.get("name"), "fact": f"{a.get('name')} talks about {b.get('name')}",
+                           "target_entity_id": b.get("id", 1), "source_entity_name": a.get("name"),
+                           "target_entity_name": b.get("name"), "fact": f"{a.get('name')} talks about {b.get('name')}",
                            "valid_at": when, "invalid_at": None}]}
     if schema_name == "EntitySummary":
         return {"summary": "Mentioned in the conversation."}
