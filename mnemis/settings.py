@@ -123,6 +123,7 @@ class FusionSettings(Section):
 
 class ContextSettings(Section):
     max_tokens: int | None
+    fact_dates: Literal["day", "datetime"] = "day"
 
 
 class RetrievalSettings(Section):

@@ -72,7 +72,7 @@ def _start_layer(g: Group, layer: int, cfg: HierarchyConfig) -> None:
 
 def _close_layer(g: Group, layer: int, cfg: HierarchyConfig) -> bool:
     """Dissolve, promote and apply the shrink rule; False when the layer is discarded."""
-    g.dissolved += len(dissolve_small(g.drafts, cfg.min_children))
+    g.dissolved += len(dissolve_small(g.drafts, cfg.min_children, cfg.keep_single_member))
     left = unassigned([n.id for n in g.candidates], g.drafts)
     promote(g.drafts, [(i, g.by_id[i].name) for i in left], g.repairs)
     if not layer_shrinks(layer, len(g.drafts), len(g.lower), cfg.layer_rule):
@@ -146,7 +146,7 @@ def build_hierarchies(
             _start_layer(g, layer, cfg)
         categorize(active, layer, llm, cfg)
         for g in active:
-            g.dissolved += len(dissolve_small(g.drafts, cfg.min_children))
+            g.dissolved += len(dissolve_small(g.drafts, cfg.min_children, cfg.keep_single_member))
         if cfg.reask:
             reask(active, layer, llm, cfg)
         kept = [g for g in active if _close_layer(g, layer, cfg)]

@@ -180,13 +180,14 @@ def unassigned(node_ids: Sequence[str], drafts: dict[str, Draft]) -> list[str]:
     return [n for n in node_ids if n not in done]
 
 
-def dissolve_small(drafts: dict[str, Draft], min_children: int) -> list[str]:
+def dissolve_small(drafts: dict[str, Draft], min_children: int, keep_single: bool = False) -> list[str]:
     """Remove every non-rule, non-promoted draft with fewer than ``min_children`` children.
 
     Returns the dissolved names. Children that had another parent simply keep it; the others become
     unassigned (see ``unassigned``).
     """
-    gone = [k for k, d in drafts.items() if not d.rule and not d.promoted and len(d.children) < min_children]
+    gone = [k for k, d in drafts.items() if not d.rule and not d.promoted and len(d.children) < min_children
+            and not (keep_single and len(d.children) == 1)]  # keep_single: a named one-member category stays
     names = [drafts[k].name for k in gone]
     for k in gone:
         del drafts[k]

@@ -38,6 +38,8 @@ class HierarchyConfig(BaseModel):
     )
     existing_members: int = Field(3, ge=0, description="member names in an existing category's description")
     reask: bool = True
+    keep_single_member: bool = Field(False, description="keep a one-member category the LLM named (the paper's "
+                                     "prompt allows it) instead of dissolving it below min_children")
     max_existing: int | None = Field(
         60, ge=0, description="existing categories shown in a prompt (largest first); None = all"
     )

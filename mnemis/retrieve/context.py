@@ -23,7 +23,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from mnemis.render import format_episode, sort_episodes
+from mnemis.render import format_episode, format_timestamp, sort_episodes
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Category, Entity, Episode, Fact, RetrievedContext
 
@@ -33,6 +33,7 @@ HEADERS = {
 }
 FIELDS = ("episodes", "facts", "entities")  # interleaving order when filling the budget
 LAYOUT = ("entities", "facts", "episodes")  # section order in the rendered text
+FACT_DATES = ("day", "datetime")  # retrieval.context.fact_dates
 
 
 def approx_tokens(text: str) -> int:
@@ -44,13 +45,17 @@ def _day(dt: datetime | None) -> str:
     return dt.strftime("%Y-%m-%d") if dt is not None else "unknown"
 
 
-def format_fact(f: Fact) -> str:
-    """``Caroline has gastritis (2023-06-17 – now)``; no range when neither date is known."""
+def format_fact(f: Fact, dates: str = "day") -> str:
+    """``Caroline has gastritis (2023-06-17 – now)``; no range when neither date is known. ``dates="datetime"``:
+    ``(2023/06/17 (Sat) 13:56 – now)``, the released selector's format (``%Y/%m/%d (%a) %H:%M``)."""
+    if dates not in FACT_DATES:
+        raise ValueError(f"retrieval.context.fact_dates must be one of {FACT_DATES}, got {dates!r}")
     text = " ".join(f.fact.split()).rstrip(".")
     if f.valid_at is None and f.invalid_at is None:
         return text
-    end = _day(f.invalid_at) if f.invalid_at is not None else "now"
-    return f"{text} ({_day(f.valid_at)} – {end})"
+    when = _day if dates == "day" else format_timestamp
+    end = when(f.invalid_at) if f.invalid_at is not None else "now"
+    return f"{text} ({when(f.valid_at)} – {end})"
 
 
 def format_node(n: Entity | Category) -> str:
@@ -96,13 +101,15 @@ class RenderedContext(BaseModel):
     dropped: int = Field(0, description="items left out for the budget (or missing from the store)")
 
 
-def _line(field: str, item: Item) -> str:
+def _line(field: str, item: Item, fact_dates: str = "day") -> str:
+    if isinstance(item, Fact):
+        return f"- {format_fact(item, fact_dates)}"
     return format_item(item) if field == "episodes" else f"- {format_item(item)}"
 
 
 def _fill(
     ctx: RetrievedContext, items: Mapping[tuple[str, str], Item], max_tokens: int | None,
-    count: Callable[[str], int],
+    count: Callable[[str], int], fact_dates: str = "day",
 ) -> tuple[dict[str, list[Item]], int, int]:
     lists = {f: [items.get((ctx.group_id, h.id)) for h in getattr(ctx, f)] for f in FIELDS}
     dropped = sum(x is None for lst in lists.values() for x in lst)
@@ -114,7 +121,7 @@ def _fill(
             if rank >= len(lists[f]):
                 continue
             item = lists[f][rank]
-            cost = count(_line(f, item)) + 1 + (count(HEADERS[f]) + 2 if not chosen[f] else 0)
+            cost = count(_line(f, item, fact_dates)) + 1 + (count(HEADERS[f]) + 2 if not chosen[f] else 0)
             if max_tokens is not None and used + cost > max_tokens:
                 dropped += 1
                 continue
@@ -129,18 +136,22 @@ def render_context(
     *,
     max_tokens: int | None = 6000,
     tokenizer: Callable[[str], int] | None = None,
+    fact_dates: str = "day",
 ) -> list[RenderedContext]:
-    """Render every context (same order) within ``max_tokens`` (None = no budget)."""
+    """Render every context (same order) within ``max_tokens`` (None = no budget); facts dated to the day or,
+    ``fact_dates="datetime"``, to the minute (``retrieval.context.fact_dates``)."""
+    if fact_dates not in FACT_DATES:
+        raise ValueError(f"retrieval.context.fact_dates must be one of {FACT_DATES}, got {fact_dates!r}")
     count = tokenizer or approx_tokens
     items = fetch_items(store, contexts)
     out = []
     for ctx in contexts:
-        chosen, _, dropped = _fill(ctx, items, max_tokens, count)
+        chosen, _, dropped = _fill(ctx, items, max_tokens, count, fact_dates)
         chosen["episodes"] = sort_episodes(chosen["episodes"])  # type: ignore[arg-type]
         sections = []
         for f in LAYOUT:
             if chosen[f]:
-                sections.append("\n".join([HEADERS[f], *(_line(f, x) for x in chosen[f])]))
+                sections.append("\n".join([HEADERS[f], *(_line(f, x, fact_dates) for x in chosen[f])]))
         text = "\n\n".join(sections)
         out.append(RenderedContext(
             question_id=ctx.question_id, group_id=ctx.group_id, text=text, tokens=count(text) if text else 0,

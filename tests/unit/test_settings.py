@@ -38,7 +38,7 @@ def test_every_problem_is_reported_at_once_with_its_path():
     for expected in ("retrievel: unknown key", "retrieval.system2.max_rounds: Input should be a valid integer",
                      "answer.max_tokens: Input should be greater than or equal to 1",
                      "llm.temperture: unknown key for mnemis.models.llm.client.LLM",
-                     "ingest.context_windw: unknown key for mnemis.ingest.pipeline.BaseGraphBuilder",
+                     "ingest.context_windw: unknown key for mnemis.ingest.builders.make_builder",
                      "hierarchy.max_layer: unknown key for mnemis.hierarchy.HierarchyConfig",
                      "judge.longmemeval_format: Input should be 'reasoned' or 'yes_no'"):
         assert expected in problems, expected

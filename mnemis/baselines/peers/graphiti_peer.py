@@ -18,7 +18,7 @@ from mnemis.types import Dataset, Episode, Question
 log = logging.getLogger(__name__)
 
 
-def _clients(embedder: Any, reranker: Any):
+def graphiti_clients(embedder: Any, reranker: Any):
     """Our embedder and reranker as Graphiti's ``EmbedderClient`` / ``CrossEncoderClient``."""
     from graphiti_core.cross_encoder.client import CrossEncoderClient
     from graphiti_core.embedder.client import EmbedderClient
@@ -53,7 +53,7 @@ def _fact_line(edge: Any) -> str:
     return f"- {edge.fact} ({day(getattr(edge, 'valid_at', None))} – {end})"
 
 
-async def _all(cls: Any, driver: Any, group: str) -> list[Any]:
+async def group_records(cls: Any, driver: Any, group: str) -> list[Any]:
     """Every node / edge of ``cls`` in ``group`` (Graphiti raises when there are none)."""
     from graphiti_core.errors import GroupsEdgesNotFoundError, GroupsNodesNotFoundError
 
@@ -63,7 +63,7 @@ async def _all(cls: Any, driver: Any, group: str) -> list[Any]:
         return []
 
 
-async def _kuzu_fulltext_indexes(driver: Any) -> None:
+async def kuzu_fulltext_indexes(driver: Any) -> None:
     """Create Graphiti's full-text indexes on Kuzu: in graphiti-core 0.31.2 ``build_indices_and_constraints``
     is a no-op for Kuzu, and its search then fails on the missing ``edge_name_and_fact`` index."""
     from graphiti_core.driver.driver import GraphProvider
@@ -91,14 +91,14 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
     client = AsyncOpenAI(api_key=key, base_url=base_url, timeout=request_timeout(peers))
     llm = OpenAIGenericClient(config=LLMConfig(api_key=key, model=model, small_model=model, base_url=base_url,
                                                temperature=0.0, max_tokens=budget), max_tokens=budget, client=client)
-    emb, cross = _clients(embedder, reranker)
+    emb, cross = graphiti_clients(embedder, reranker)
     driver = KuzuDriver(db=str(child_path(work, group, ".kuzu")))  # a group id is data: never a path of its own
     # graphiti-core 0.31.2 routes a group_id to a database of that name and reads ``driver._database``, which
     # the Kuzu driver never sets: one database per group here, so name it after the group
     driver._database = group
     graph = Graphiti(graph_driver=driver, llm_client=llm, embedder=emb, cross_encoder=cross)
     await graph.build_indices_and_constraints()
-    await _kuzu_fulltext_indexes(driver)
+    await kuzu_fulltext_indexes(driver)
     progress = IngestProgress(child_path(work, group, ".done.json"))
     for ep in list(episodes)[progress.done:]:  # a rerun resumes after the last added episode
         when = ep.valid_at if ep.valid_at.tzinfo else ep.valid_at.replace(tzinfo=timezone.utc)
@@ -113,8 +113,8 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
         progress.counts["graphiti_input_tokens"] += now.input_tokens - used.input_tokens
         progress.counts["graphiti_output_tokens"] += now.output_tokens - used.output_tokens
         progress.step(time.perf_counter() - t0)
-    entities = await _all(EntityNode, driver, group)
-    edges = await _all(EntityEdge, driver, group)
+    entities = await group_records(EntityNode, driver, group)
+    edges = await group_records(EntityEdge, driver, group)
     contexts, q_fail = [], []
     t1 = time.perf_counter()
     for q in questions:

@@ -90,10 +90,13 @@ def test_default_config_matches_builder_signature():
 
     import yaml
 
+    from mnemis.ingest.graphiti.builder import GraphitiGraphBuilder
     from mnemis.ingest.pipeline import BaseGraphBuilder
 
     cfg = yaml.safe_load((Path(__file__).parents[3] / "conf" / "ingest" / "default.yaml").read_text())
-    assert cfg.pop("_target_") == "mnemis.ingest.pipeline.BaseGraphBuilder" and cfg.pop("_partial_") is True
+    assert cfg.pop("_target_") == "mnemis.ingest.builders.make_builder" and cfg.pop("_partial_") is True
+    assert cfg.pop("builder") == "mnemis"
+    inspect.signature(GraphitiGraphBuilder).bind(store=None, llm=None, embedder=None, **cfg.pop("graphiti"))
     inspect.signature(BaseGraphBuilder).bind(store=None, llm=None, embedder=None, **cfg)
 
 
