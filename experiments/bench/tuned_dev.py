@@ -120,7 +120,8 @@ def base_overrides(reply_caps: str, *, select_cap: bool) -> list[str]:
 
 
 def run(variants: Sequence[str], experiment: str, slice_overrides: Sequence[str], seed_from: str | None,
-        runs_dir: Path, out: Path, cache: Path, overrides: Sequence[str], *, archive: bool, command: str) -> int:
+        runs_dir: Path, out: Path, cache: Path, overrides: Sequence[str], *, archive: bool, command: str,
+        reuse_finished: bool = False) -> int:
     cq = _load("cpu_quality")
     from mnemis.models.cache_archive import export_archive, import_archive
 
@@ -129,18 +130,25 @@ def run(variants: Sequence[str], experiment: str, slice_overrides: Sequence[str]
             import_archive(cq.archive_path(src), cache)
     if cq.archive_path(out).is_file():
         import_archive(cq.archive_path(out), cache)
-    walls = {}
-    for v in variants:
-        walls[v] = round(cq.run_mode("paper", experiment, (runs_dir / v).resolve(),
-                                     [f"paths.cache_dir={cache}", *slice_overrides, *VARIANTS[v], *overrides]), 1)
-    result = {**report(runs_dir, variants, command, experiment), "overrides": [*slice_overrides, *overrides],
-              "wall_s": walls, "host": cq.host()}
-    if archive:
-        counts = export_archive(cache, cq.archive_path(out))
-        result["cache_archive"] = {"file": os.path.relpath(cq.archive_path(out), REPO), **counts}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(f"wrote {out}")
+    walls: dict[str, float | None] = {}
+    for v in variants:  # the JSON and the archive are rewritten after every variant: a stop keeps what finished
+        if reuse_finished and (runs_dir / v / "metrics.json").is_file():
+            walls[v] = None  # finished in an earlier sitting of this run (its replies are in the cache)
+        else:
+            walls[v] = round(cq.run_mode("paper", experiment, (runs_dir / v).resolve(),
+                                         [f"paths.cache_dir={cache}", *slice_overrides, *VARIANTS[v], *overrides]), 1)
+        done = list(walls)
+        result = {**report(runs_dir, done, command, experiment), "overrides": [*slice_overrides, *overrides],
+                  "wall_s": walls, "host": cq.host()}
+        if done != list(variants):
+            result["status"] = "partial"
+            result["pending_variants"] = [x for x in variants if x not in walls]
+        if archive:
+            counts = export_archive(cache, cq.archive_path(out))
+            result["cache_archive"] = {"file": os.path.relpath(cq.archive_path(out), REPO), **counts}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(f"wrote {out} ({len(done)} of {len(variants)} variants)")
     return 0
 
 
@@ -178,6 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--runs-dir", type=Path)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--cache-dir", type=Path, help="the response cache (default .cache/mnemis_<name>)")
+    ap.add_argument("--reuse-finished", action="store_true",
+                    help="keep a variant whose run directory already holds a finished run (metrics.json)")
     ap.add_argument("--no-archive", action="store_true", help="do not keep the replies beside the JSON")
     ap.add_argument("--replay", action="store_true", help="rerun from the archive alone and compare every figure")
     ap.add_argument("--summarize", action="store_true", help="only re-read the run directories of --runs-dir")
@@ -216,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     cache = (args.cache_dir or REPO / ".cache" / f"mnemis_{name}").resolve()
     return run(variants, experiment, slice_overrides, seed_from, runs_dir, out, cache, overrides,
-               archive=not args.no_archive, command=command)
+               archive=not args.no_archive, command=command, reuse_finished=args.reuse_finished)
 
 
 if __name__ == "__main__":

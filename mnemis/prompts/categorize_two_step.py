@@ -5,7 +5,7 @@
    the count and each name's length.
 2. **Assign** (``hierarchy.assign``): the model sees the same nodes and the proposed names and puts every node in
    one or more of them. Reply ``{"placements": {"1. Guitar": ["Music"], "2. Piano": [...], ...}}``. The decoding
-   schema has one **required** key per listed node (its number and name, in list order) whose value is a list of
+   schema has one **required** key per listed node (its number and the start of its name, in list order) whose value is a list of
    1..``max_parents`` names drawn from an ``enum`` of the proposed names: a constrained model can neither skip a
    node nor invent a category, and it writes each node's key before choosing for it.
 
@@ -27,7 +27,8 @@ from mnemis.prompts.base import Prompt, system, user
 from mnemis.prompts.categorize import NodeView
 
 NAME_CHARS = 40  # longest category name decoding may write (names are cut to max_name_words in code)
-KEY_NAME_CHARS = 40  # node names in the assignment keys are shortened to this many characters
+KEY_NAME_CHARS = 12  # node names in the assignment keys are cut to this many characters (at a word boundary when
+# one lies in the second half): a cue for the model; every key token is a decoding step on a slow CPU
 _KEY_UNSAFE = re.compile(r'["\\\x00-\x1f]')
 
 
@@ -63,8 +64,10 @@ def node_key(k: int, name: str) -> str:
     backslashes and control characters (the number alone identifies the node)."""
     text = " ".join(_KEY_UNSAFE.sub(" ", name or "").split())
     if len(text) > KEY_NAME_CHARS:
-        text = text[: KEY_NAME_CHARS - 1].rstrip() + "…"
-    return f"{k}. {text}" if text else str(k)
+        head = text[: KEY_NAME_CHARS + 1]
+        cut = head.rsplit(" ", 1)[0] if " " in head else ""
+        text = cut if len(cut) > KEY_NAME_CHARS // 2 else text[:KEY_NAME_CHARS]
+    return f"{k}. {text.rstrip()}" if text else str(k)
 
 
 def key_index(key: str, n_nodes: int) -> int | None:
@@ -112,7 +115,8 @@ could be grouped into, one layer of abstraction higher.
 
 Good category names:
 - each name a single concept of 1-4 words, never two ideas joined with "and" or "&";
-- specific enough to say something (prefer "Pets" over "Things"), yet shared by several listed nodes;
+- about what the nodes are about, not about what kind of thing they are: a name like "Things", "People", "Places", "Objects", "Events" or "Ideas" says nothing and is not allowed;
+- specific, yet shared by several listed nodes;
 - different from each other: no two names for the same idea.
 
 Answer with JSON only: {"categories": ["<name>", ...]}"""
@@ -125,8 +129,8 @@ def _line(k: int, node: NodeView) -> str:
 
 def _layer_note(layer: int) -> str:
     if layer <= 1:
-        return ("The nodes are entities from conversations (people, places, objects, activities, events, ideas). "
-                "Name fine-grained topics they share.")
+        return ("The nodes are entities mentioned in one person's conversations. Name the topics of their life "
+                "that several nodes share (a hobby, a trip, a job, a family matter, a plan).")
     return (f"The nodes are categories of layer {layer - 1}. Name broader themes, each covering several of them.")
 
 
@@ -165,5 +169,5 @@ def render_assign(
     return [system(_ASSIGN_SYSTEM), user(body)]
 
 
-PROPOSE = Prompt("hierarchy.propose", "v1", render_propose, CategoryProposal)
-ASSIGN = Prompt("hierarchy.assign", "v1", render_assign, Placement)
+PROPOSE = Prompt("hierarchy.propose", "v2", render_propose, CategoryProposal)
+ASSIGN = Prompt("hierarchy.assign", "v2", render_assign, Placement)

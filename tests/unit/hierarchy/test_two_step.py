@@ -117,7 +117,9 @@ def test_batches_shrink_to_the_window():
 def test_schema_helpers_reject_what_a_reply_cannot_hold():
     assert proposal_count(40, 4, 2) == (5, 10) and proposal_count(3, 4, 2) == (2, 2)
     assert key_index("3. Oak", 5) == 2 and key_index("9. Oak", 5) is None and key_index("Oak", 5) is None
-    assert node_key(2, 'a "quoted"\\name') == "2. a quoted name"
+    assert node_key(2, 'a "quoted"\\name') == "2. a quoted"
+    assert node_key(3, "Caroline's adoption agency") == "3. Caroline's" and node_key(4, "Supercalifragilistic") == \
+        "4. Supercalifra"
     with pytest.raises(ValueError, match="at least one node and one category"):
         placement_schema((), ("A",), 2)
     assert Placement.model_validate({"placements": {"1. x": ["A"]}}).placements == {"1. x": ["A"]}
