@@ -119,6 +119,13 @@ def base_overrides(reply_caps: str, *, select_cap: bool) -> list[str]:
     return [*caps, f"retrieval.system2.max_tokens={ha.SELECT_CAP_CPU}"] if reply_caps == "cpu" and select_cap else caps
 
 
+def _repo_path(path: Path) -> str:
+    """``path`` relative to the checkout whose ``experiments/results`` holds it (the bench may run from a copy)."""
+    path = path.resolve()
+    root = path.parents[2] if path.parent.name == "results" and path.parent.parent.name == "experiments" else REPO
+    return os.path.relpath(path, root)
+
+
 def run(variants: Sequence[str], experiment: str, slice_overrides: Sequence[str], seed_from: str | None,
         runs_dir: Path, out: Path, cache: Path, overrides: Sequence[str], *, archive: bool, command: str,
         reuse_finished: bool = False) -> int:
@@ -145,7 +152,7 @@ def run(variants: Sequence[str], experiment: str, slice_overrides: Sequence[str]
             result["pending_variants"] = [x for x in variants if x not in walls]
         if archive:
             counts = export_archive(cache, cq.archive_path(out))
-            result["cache_archive"] = {"file": os.path.relpath(cq.archive_path(out), REPO), **counts}
+            result["cache_archive"] = {"file": _repo_path(cq.archive_path(out)), **counts}
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {out} ({len(done)} of {len(variants)} variants)")
