@@ -107,7 +107,8 @@ class Fuser:
         unions = [self._union(i, q, system1, s2) for i, q in enumerate(questions)]
         if self.scorer == "rrf_routes" or (self.scorer == "reranker" and self.max_pairs is not None):
             for i, ctx in enumerate(unions):
-                self._route_rrf(ctx, [c[i] for c in (system1, s2) if c is not None])
+                self._route_rrf(ctx, self._routes(system1[i] if system1 is not None else None,
+                                                  s2[i] if s2 is not None else None))
         if self.scorer == "reranker":
             self._rerank(questions, unions)
         for ctx in unions:
@@ -125,11 +126,7 @@ class Fuser:
                 raise ValueError(f"route result of group {c.group_id!r} aligned with question {q.id!r} "
                                  f"of group {q.group_id!r}")
         fallback = c2 is not None and FALLBACK_FLAG in c2.flags
-        routes = []
-        if c1 is not None and (self.mode in ("system1", "both") or fallback):
-            routes.append(c1)
-        if c2 is not None and self.mode in ("system2", "both") and not fallback:
-            routes.append(c2)
+        routes = self._routes(c1, c2)
         flags = list(dict.fromkeys(f for c in (c1, c2) if c is not None for f in c.flags))
         if fallback and c1 is None:
             flags.append("s2_fallback_without_system1")
@@ -145,6 +142,16 @@ class Fuser:
                         merged[h.id] = h.model_copy(deep=True)
             setattr(out, f, list(merged.values()))
         return out
+
+    def _routes(self, c1: RetrievedContext | None, c2: RetrievedContext | None) -> list[RetrievedContext]:
+        """The route results the mode takes (System-1 alone when the walk fell back)."""
+        fallback = c2 is not None and FALLBACK_FLAG in c2.flags
+        routes = []
+        if c1 is not None and (self.mode in ("system1", "both") or fallback):
+            routes.append(c1)
+        if c2 is not None and self.mode in ("system2", "both") and not fallback:
+            routes.append(c2)
+        return routes
 
     def _route_rrf(self, ctx: RetrievedContext, routes: Sequence[RetrievedContext]) -> None:
         """Each list of ``ctx`` sorted by reciprocal-rank fusion over the routes' own lists (ties keep union

@@ -69,3 +69,13 @@ def test_the_selection_model_as_a_yes_no_scorer_is_one_config_away():
     from mnemis.settings import FusionSettings
 
     assert FusionSettings(**cfg["retrieval"]["fusion"]).max_pairs == 40
+
+
+def test_rrf_routes_counts_only_the_routes_the_mode_takes(store):
+    q = Q("yoga?")
+    s1 = s1_ctx(q, eps=[EPS[0], EPS[1]])
+    s2 = s2_ctx(q, eps=[EPS[1]])
+    [only1] = Fuser(store, k=10, mode="system1", scorer="rrf_routes", rrf_k=1).fuse([q], [s1], [s2])
+    assert [h.id for h in only1.episodes] == [EPS[0], EPS[1]]  # System-2's vote for EPS[1] is not counted
+    [both] = Fuser(store, k=10, mode="both", scorer="rrf_routes", rrf_k=1).fuse([q], [s1], [s2])
+    assert [h.id for h in both.episodes] == [EPS[1], EPS[0]]
