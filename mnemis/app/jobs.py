@@ -169,8 +169,6 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
         for method in methods:
             t0 = time.perf_counter()
             contexts, retrieved = _method_contexts(method, settings, store, data, questions, models, out, recall)
-            if recall:  # written as soon as retrieval is done, so a run stopped while answering keeps its recall
-                _write(out / "recall.json", recall)
             for seed in seeds:  # retrieval once; answering and judging once per seed
                 evaluate_method(
                     method=method, questions=questions, contexts=contexts, answer_llm=models.answer_llm,
