@@ -116,9 +116,11 @@ class System2Settings(System2Config):
 
 class FusionSettings(Section):
     mode: Literal["both", "system1", "system2"]
-    scorer: Literal["reranker", "rrf"]
+    scorer: Literal["reranker", "rrf", "rrf_routes"]
     k: int = Field(ge=1)
     graph_factor: int = Field(ge=1)
+    rrf_k: int = Field(60, ge=0)
+    max_pairs: int | None = Field(None, ge=3)
 
 
 class ContextSettings(Section):

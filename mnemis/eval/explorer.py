@@ -4,7 +4,10 @@
 - per question: the gold and every method's answer with each judge's label and rationale, the rendered
   memory with the evidence turns marked, System-1's ranks, and the System-2 walk as a tree marking
   selected, shortcut (take-all-children) and invented nodes;
-- per group: the hierarchy, layer by layer, with children and coverage;
+- per question, what System-2 brought: the nodes it picked, and the entities, facts and episodes of the final
+  context that came from its walk (those System-1 did not find marked, evidence turns marked);
+- per group: the hierarchy as a tree from its top layer, each node with its layer, promoted nodes (carried up
+  unchanged) marked, and a table of nodes and promoted nodes per layer;
 - filters by category, by correct / wrong, and by whether the evidence was reached.
 
 Everything comes from the run directory (``mnemis report`` regenerates the page): ``questions.jsonl``,
@@ -58,7 +61,8 @@ def graph_snapshot(store: Any, questions: Sequence[Question]) -> dict[str, Any]:
     for g, qs in by_group.items():
         nodes = {e.id: {"name": e.name, "layer": 0} for e in store.entities(g)}
         cats = store.categories(g)
-        nodes.update({c.id: {"name": c.name, "layer": c.layer} for c in cats})
+        nodes.update({c.id: {"name": c.name, "layer": c.layer, **({"promoted": True} if c.promoted else {})}
+                      for c in cats})
         children: dict[str, list[str]] = defaultdict(list)
         for e in store.category_edges(g):
             children[e.parent_id].append(e.child_id)
@@ -175,6 +179,24 @@ def _summary(metrics: dict[str, Any], recall: dict[str, Any]) -> list[dict[str, 
     return rows
 
 
+def system2_brought(fused: dict[str, Any] | None, system1: dict[str, Any] | None,
+                    traversal: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What System-2 gave one question: the nodes its walk picked (selected or taken whole), and per item type the
+    ids of the final context that came from it (a hit scored ``s2``), with those System-1 did not return."""
+    if not traversal:
+        return None
+    rounds = [r for r in traversal.get("rounds") or [] if isinstance(r, dict)]
+    picked = list(dict.fromkeys(i for r in rounds for key in ("selected", "flagged") for i in r.get(key) or []))
+    out: dict[str, Any] = {"picked": picked, "fallback": traversal.get("fallback"), "kept": {}, "only_s2": {}}
+    for kind in ("entities", "facts", "episodes"):
+        hits = [h for h in (fused or {}).get(kind) or [] if isinstance(h, dict)]
+        mine = [h.get("id") for h in hits if "s2" in (h.get("scores") or {})]
+        s1 = set((system1 or {}).get(kind) or [])
+        out["kept"][kind] = mine
+        out["only_s2"][kind] = [i for i in mine if i not in s1]
+    return out
+
+
 def explorer_data(run_dir: str | Path) -> dict[str, Any]:
     """The page's data, read from the run directory (any file may be missing)."""
     from mnemis.retrieve.system2_records import Traversal
@@ -208,7 +230,8 @@ def explorer_data(run_dir: str | Path) -> dict[str, Any]:
             "id": qid, "group": r.get("group_id"), "category": r.get("category"), "question": r.get("question"),
             "gold": r.get("audited_gold") or r.get("gold"), "evidence": evidence.get(qid, []), "methods": {},
             "context": (contexts.get(qid) or {}).get("text"), "system1": system1.get(qid),
-            "traversal": traversal.get(qid)})
+            "traversal": traversal.get(qid),
+            "system2": system2_brought(contexts.get(qid), system1.get(qid), traversal.get(qid))})
         ev = {e["id"] for e in q["evidence"]}
         labels = r.get("audited_labels") or r.get("labels") or {}
         q["methods"].setdefault(method, {
@@ -238,6 +261,7 @@ mark.ev{background:#fff2a8}.tree ul{list-style:none;margin:0;padding-left:18px}
 .sel{color:#137333;font-weight:600}.short{color:#8a4b00;font-weight:600}.skip{color:#888}.inv{color:#b3261e}
 .badge{display:inline-block;border-radius:4px;padding:0 5px;font-size:11px;margin-left:4px;background:#eee}
 details>summary{cursor:pointer}.muted{color:#666}
+.badge.prom{background:#e8e0ff}.badge.s2only{background:#dff3e4}table.layers{width:auto;margin:6px 0}
 """
 
 _JS = r"""
@@ -294,7 +318,8 @@ function treeHtml(q) {
     const cls = short ? 'short' : sel ? 'sel' : 'skip';
     const tag = short ? '<span class="badge">shortcut: all children</span>' : sel ? '<span class="badge">selected</span>' : '';
     const next = arr(kids[id]).filter(c => roundOf[c] === ri + 1);
-    const label = `<span class="${cls}">${esc(nodeName(q.group, id))}</span>${tag}`;
+    const prom = nodeInfo(q.group, id).promoted ? ' <span class="badge prom">promoted</span>' : '';
+    const label = `<span class="${cls}">${esc(nodeName(q.group, id))}</span>${tag}${prom}`;
     if (!next.length) return `<li class="leaf">${label}</li>`;
     return `<li><details class="node"><summary>${label} <span class="muted">(${next.length})</span></summary><ul>${
       next.map(c => node(c, ri + 1)).join('')}</ul></details></li>`;
@@ -305,6 +330,25 @@ function treeHtml(q) {
   return `<div class="tree"><ul>${roots}${orphans}</ul></div><p class="muted">${rounds.length} rounds, ${
     esc(t.selected_nodes ?? '?')} nodes selected${inv ? `, <span class="inv">${esc(inv)} invented id(s) dropped</span>` : ''}${
     t.fallback ? ', fell back: ' + esc(t.fallback) : ''}</p>`;
+}
+
+function nodeInfo(g, id) { return obj(obj(obj(D.groups[g]).nodes)[id]); }
+function nodeLabel(g, id) { const n = nodeInfo(g, id);
+  return `${esc(n.name ?? id)}${isNum(n.layer) ? ` <span class="badge">L${esc(n.layer)}</span>` : ''}${
+    n.promoted ? ' <span class="badge prom">promoted</span>' : ''}`; }
+
+function broughtHtml(q) {
+  const b = obj(q.system2);
+  if (!q.system2) return '<p class="muted">no System-2 walk recorded</p>';
+  if (b.fallback) return `<p class="bad">System-2 fell back (${esc(b.fallback)}): the context is System-1's alone</p>`;
+  const picked = arr(b.picked), kept = obj(b.kept), only = obj(b.only_s2), ev = new Set(arr(q.evidence).map(e => obj(e).id));
+  const item = (kind, id) => `<li>${kind === 'entities' ? nodeLabel(q.group, id) : esc(id)}${
+    arr(only[kind]).includes(id) ? ' <span class="badge s2only">only System-2</span>' : ''}${
+    ev.has(id) ? ' <mark class="ev">evidence</mark>' : ''}</li>`;
+  const kinds = ['entities', 'facts', 'episodes'].map(k => `<div class="brought ${k}"><b>${k}</b>: ${
+    arr(kept[k]).length} kept, ${arr(only[k]).length} only from System-2<ul>${arr(kept[k]).map(i => item(k, i)).join('')}</ul></div>`).join('');
+  return `<div class="picked"><b>picked</b> (${picked.length}): ${picked.map(i => nodeLabel(q.group, i)).join(', ') ||
+    '<span class="muted">nothing</span>'}</div>${kinds}`;
 }
 
 function detailHtml(q) {
@@ -318,7 +362,8 @@ function detailHtml(q) {
     <h3>Evidence turns</h3><ul>${arr(q.evidence).map(e => '<li>' + esc(obj(e).line) + '</li>').join('') || '<li class="muted">none recorded</li>'}</ul>
     <h3>Rendered memory (mnemis; evidence turns marked)</h3>${contextHtml(q)}
     <h3>System-1 ranks of the evidence</h3>${system1Html(q)}
-    <h3>System-2 traversal</h3>${treeHtml(q)}`;
+    <h3>System-2 traversal</h3>${treeHtml(q)}
+    <h3>What System-2 brought into the context</h3>${broughtHtml(q)}`;
 }
 
 function questions() {
@@ -357,11 +402,16 @@ function hierarchy() {
     const m = obj(v.metrics), layers = Object.keys(obj(v.layers)).map(Number).sort((a, b) => b - a);
     const kids = obj(v.children);
     const li = id => { const c = arr(kids[id]);
-      return c.length ? `<li><details class="cat"><summary>${esc(nodeName(g, id))} <span class="muted">(${c.length})</span></summary><ul>${
-        c.map(li).join('')}</ul></details></li>` : `<li>${esc(nodeName(g, id))}</li>`; };
+      return c.length ? `<li><details class="cat"><summary>${nodeLabel(g, id)} <span class="muted">(${c.length})</span></summary><ul>${
+        c.map(li).join('')}</ul></details></li>` : `<li>${nodeLabel(g, id)}</li>`; };
     const top = layers.length ? arr(v.layers[String(layers[0])]) : [];
+    const nodes = obj(v.nodes);
+    const table = layers.map(l => { const ids = arr(v.layers[String(l)]);
+      const prom = ids.filter(i => obj(nodes[i]).promoted).length;
+      return `<tr><td>${esc(l)}</td><td>${ids.length}</td><td>${prom}</td></tr>`; }).join('');
     return `<details class="group"><summary><b>${esc(g)}</b>: ${esc(m.entities ?? '?')} entities, ${esc(m.layers ?? layers.length)} layers, nodes per layer ${
-      esc(JSON.stringify(m.nodes_per_layer || []))}, coverage ${pct(m.coverage)}%</summary>${
+      esc(JSON.stringify(m.nodes_per_layer || []))}, coverage ${pct(m.coverage)}%, promoted ${esc(m.promoted ?? '?')}</summary>${
+      table ? '<table class="layers"><tr><th>layer</th><th>nodes</th><th>promoted</th></tr>' + table + '</table>' : ''}${
       top.length ? '<div class="tree"><ul>' + top.map(li).join('') + '</ul></div>' : '<p class="muted">no categories recorded</p>'}</details>`;
   });
   $('#hierarchy').innerHTML = parts.join('') || '<p class="muted">no hierarchy in this run</p>';
@@ -397,7 +447,7 @@ def render_html(data: dict[str, Any]) -> str:
    <option value="no">no</option></select></label>
  <span id="shown" class="muted"></span>
 </div>
-<p class="muted">Click a question for its answers, judges' rationales, rendered memory, System-1 ranks and System-2 walk.
+<p class="muted">Click a question for its answers, judges' rationales, rendered memory, System-1 ranks, System-2 walk and what the walk brought.
 Marks: <span class="ok">✓</span> correct, <span class="bad">✗</span> wrong (the headline judge; the audited label where the audit changed the gold).</p>
 <div id="questions"></div>
 <h2>Hierarchy per group</h2><div id="hierarchy"></div>

@@ -80,6 +80,12 @@ def system2_health(traversals: list[dict[str, Any]], entity_round: bool | None) 
         "with_context": _share(with_entities, n),
         "mean_rounds": sum(rounds) / n if n else None,
         "invented_selections": sum(r.get("invented", 0) for t in traversals for r in t.get("rounds") or []),
+        # window paging: the most prompts one round of one question took, pages split again after the engine
+        # rejected them as too long, and prompts that still did not fit
+        "max_prompts_per_round": max((r.get("prompts", 0) for t in traversals for r in t.get("rounds") or []),
+                                     default=0),
+        "resplit_pages": sum(r.get("resplit", 0) for t in traversals for r in t.get("rounds") or []),
+        "too_long_prompts": sum(r.get("too_long", 0) for t in traversals for r in t.get("rounds") or []),
     }
 
 

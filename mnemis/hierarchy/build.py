@@ -3,11 +3,13 @@
 Layer 0 is the entities. For each layer ``i = 1..max_layers`` every unfinished group takes the same
 steps, and each LLM step is **one** ``generate()`` call holding the requests of all groups:
 
-1. categorize: the layer ``i-1`` nodes in indexed batches (at layer 1 the speaker entities go to a
+1. categorize (``categorizer: one_step``, the paper's form): the layer ``i-1`` nodes in indexed batches (at layer 1 the speaker entities go to a
    rule-made "Speaker" category instead; it then takes part in higher layers like any node). By
    default all batches go in one call; with ``sequential_batches`` (the paper) batch *k* of every
    group goes in call *k*, after the categories of batches < *k* exist, and each prompt lists them
-   (with ``existing_descriptions``: by their members' commonest tags and a few member names);
+   (with ``existing_descriptions``: by their members' commonest tags and a few member names).
+   With ``categorizer: two_step`` (:mod:`mnemis.hierarchy.two_step`) each window-sized batch first gets category
+   names proposed, then every node is placed into one or more of the layer's names (two calls);
 2. dissolve categories with fewer than ``min_children`` children; re-ask once for every node left
    without a category (one call), dissolve again, promote what is still unassigned
    (``constraints.promote``);
@@ -15,7 +17,8 @@ steps, and each LLM step is **one** ``generate()`` call holding the requests of 
 4. describe: tags and a summary for every new category with two or more children (one call);
    single-child categories (promoted nodes) copy their child's tags and summary.
 
-A group stops at ``max_layers``, when a layer has one node, or by rule 3. A group with fewer than
+A group stops at ``max_layers``, when a layer has one node, or by rule 3; with ``top_width`` also when a layer
+has at most that many nodes, and a layer (from 2 on) that closes into a single root is discarded instead. A group with fewer than
 two entities gets a trivial hierarchy without any LLM call. ``organize`` reads the entities from the
 store, builds, commits every layer as it is made (``replace_hierarchy`` + a progress record, so a killed
 build resumes at its first unfinished layer: ``mnemis.hierarchy.progress``) and returns the quality metrics.
@@ -47,6 +50,7 @@ from mnemis.hierarchy.constraints import (
 from mnemis.hierarchy.metrics import HierarchyMetrics, compute_metrics
 from mnemis.hierarchy.progress import LayerProgress, fingerprint, load_progress, save_progress
 from mnemis.hierarchy.state import BuiltHierarchy, Group, HierarchyConfig, LayerNode, LayerSnapshot
+from mnemis.hierarchy.two_step import assign, propose, reassign, window_batches
 from mnemis.types import Category, CategoryEdge, Entity, category_id, normalize_name
 
 log = logging.getLogger(__name__)
@@ -67,7 +71,12 @@ def _start_layer(g: Group, layer: int, cfg: HierarchyConfig) -> None:
         g.candidates = list(g.lower)
     g.skip_llm = len(g.candidates) < max(2, cfg.min_children)
     ids = [n.id for n in g.candidates]
-    g.batches = [] if g.skip_llm else [[g.by_id[i] for i in c] for c in balanced_chunks(ids, cfg.batch_size)]
+    if g.skip_llm:
+        g.batches = []
+    elif cfg.categorizer == "two_step":
+        g.batches = window_batches(g.candidates, cfg)
+    else:
+        g.batches = [[g.by_id[i] for i in c] for c in balanced_chunks(ids, cfg.batch_size)]
 
 
 def _close_layer(g: Group, layer: int, cfg: HierarchyConfig) -> bool:
@@ -80,6 +89,9 @@ def _close_layer(g: Group, layer: int, cfg: HierarchyConfig) -> bool:
         return False
     if layer >= 2 and len(g.drafts) == len(g.lower) and all(len(d.children) == 1 for d in g.drafts.values()):
         g.done, g.stop_reason, g.discarded = True, "no_merge", len(g.drafts)  # the same layer again
+        return False
+    if cfg.top_width is not None and layer >= 2 and len(g.drafts) == 1 and len(g.lower) >= 2:
+        g.done, g.stop_reason, g.discarded = True, "single_root", 1  # the layer below stays the (wider) top
         return False
     return True
 
@@ -109,6 +121,8 @@ def _commit_layer(
         g.done, g.stop_reason = True, "single_node"
     elif layer == cfg.max_layers:
         g.done, g.stop_reason = True, "max_layers"
+    elif cfg.top_width is not None and len(new_nodes) <= cfg.top_width:
+        g.done, g.stop_reason = True, "top_width"
 
 
 # --------------------------------------------------------------------------- entry points
@@ -144,11 +158,16 @@ def build_hierarchies(
             continue
         for g in active:
             _start_layer(g, layer, cfg)
-        categorize(active, layer, llm, cfg)
+        two_step = cfg.categorizer == "two_step"
+        if two_step:
+            propose(active, layer, llm, cfg)
+            assign(active, layer, llm, cfg)
+        else:
+            categorize(active, layer, llm, cfg)
         for g in active:
             g.dissolved += len(dissolve_small(g.drafts, cfg.min_children, cfg.keep_single_member))
         if cfg.reask:
-            reask(active, layer, llm, cfg)
+            (reassign if two_step else reask)(active, layer, llm, cfg)
         kept = [g for g in active if _close_layer(g, layer, cfg)]
         desc = describe(kept, layer, llm, cfg)
         for g in kept:

@@ -42,6 +42,7 @@ class Repairs:
     empty_assignments: int = 0
     empty_replies: int = 0
     reattached: int = 0
+    unknown_categories: int = 0
     rejected_names: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, int]:
@@ -52,6 +53,7 @@ class Repairs:
             "empty_assignments": self.empty_assignments,
             "empty_replies": self.empty_replies,
             "reattached": self.reattached,
+            "unknown_categories": self.unknown_categories,
             "rejected_names": len(self.rejected_names),
         }
 

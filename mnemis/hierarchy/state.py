@@ -61,6 +61,21 @@ class HierarchyConfig(BaseModel):
         1, ge=0, description="decoding minimum: a categorisation reply holds at least this many categories, each "
         "of at least min_children nodes (0: none, as the paper's unconstrained model; a small model may then reply "
         "with no category at all)")
+    categorizer: Literal["one_step", "two_step"] = Field(
+        "one_step", description="one_step: one reply groups a numbered batch (the paper's form; the library "
+        "default); two_step: propose category names over a batch, then place every node into one or more of them "
+        "under a schema that requires every node and allows only the proposed names (conf/hierarchy: our default)")
+    propose_children: int = Field(
+        4, ge=1, description="(two_step) one category name is asked for per this many nodes of a batch")
+    max_parents: int = Field(2, ge=1, description="(two_step) most categories one node may be placed in")
+    top_width: int | None = Field(
+        None, ge=2, description="a layer of at most this many nodes is the top (no layer is built above it), and "
+        "from layer 2 on a layer that closes into a single root is discarded; None: neither (the paper)")
+    window_tokens: int | None = Field(
+        None, ge=512, description="(two_step) the model's window: batches shrink until the estimated prompt and "
+        "worst-case reply fit; None: batch_size alone")
+    propose_sampling: Sampling = Field(default_factory=lambda: Sampling(max_tokens=256))
+    assign_sampling: Sampling = Field(default_factory=lambda: Sampling(max_tokens=0))
     categorize_sampling: Sampling = Field(default_factory=lambda: Sampling(max_tokens=1024))
     describe_sampling: Sampling = Field(default_factory=lambda: Sampling(max_tokens=256))
 
@@ -116,6 +131,7 @@ class Group:
     drafts: dict[str, Draft] = field(default_factory=dict)
     candidates: list[LayerNode] = field(default_factory=list)
     batches: list[list[LayerNode]] = field(default_factory=list)
+    proposals: list[list[str]] = field(default_factory=list)  # (two_step) names proposed per batch
     by_id: dict[str, LayerNode] = field(default_factory=dict)
     skip_llm: bool = False
 

@@ -8,6 +8,15 @@ Then, per ``scorer``:
   (the reranker batches internally); each list is sorted by that score (ties keep union order).
 - ``rrf``: no model. System-1's own RRF order is kept and System-2 items are appended after it in
   walk order, because System-2 output has no ranking (paper footnote 2).
+- ``rrf_routes``: no model. Reciprocal-rank fusion of the two routes' lists: an item scores
+  ``sum 1 / (rrf_k + rank)`` over the routes that returned it (rank from 1 in that route's list; System-2's in
+  walk order: selected nodes first, then their neighbours, facts and episodes in expansion order), so an item
+  both routes found rises and System-2's picks are interleaved with System-1's best instead of trailing them.
+
+``max_pairs`` (with ``reranker``): the reranker scores at most that many (question, item) pairs per question,
+shared among the types in proportion to their budgets; each type's list is first put in ``rrf_routes`` order,
+its head is scored and sorted, and the rest follows in that order. A causal LM scored as P("yes")
+(:class:`mnemis.models.rerank.CausalLMReranker`, e.g. the selection model itself) is then affordable on CPU.
 
 Lists are cut to ``k`` episodes, ``graph_factor × k`` entities+categories and ``graph_factor × k``
 facts (10 / 20 / 20 by default; ``k=30`` gives 30 / 60 / 60).
@@ -35,7 +44,8 @@ from mnemis.types import Hit, Question, RetrievedContext
 
 log = logging.getLogger(__name__)
 Mode = Literal["system1", "system2", "both"]
-Scorer = Literal["reranker", "rrf"]
+Scorer = Literal["reranker", "rrf", "rrf_routes"]
+SCORERS = ("reranker", "rrf", "rrf_routes")
 FIELDS = ("episodes", "entities", "facts")
 
 
@@ -47,22 +57,31 @@ class Fuser:
         reranker: a :class:`~mnemis.models.protocols.Reranker`; needed when ``scorer="reranker"``.
         k: episode budget; entities+categories and facts get ``graph_factor * k``.
         mode: ``system1``, ``system2`` or ``both``.
-        scorer: ``reranker`` or ``rrf``.
+        scorer: ``reranker``, ``rrf`` or ``rrf_routes``.
         graph_factor: multiplier of ``k`` for the entity and fact budgets (2 in the paper).
+        rrf_k: the constant of ``rrf_routes`` (and of the order ``max_pairs`` scores first).
+        max_pairs: (``reranker``) most pairs scored per question; None = every pair (the paper).
     """
 
     def __init__(self, store: GraphStore, reranker: Reranker | None = None, *, k: int = 10,
-                 mode: Mode = "both", scorer: Scorer = "reranker", graph_factor: int = 2) -> None:
+                 mode: Mode = "both", scorer: Scorer = "reranker", graph_factor: int = 2, rrf_k: int = 60,
+                 max_pairs: int | None = None) -> None:
         if mode not in ("system1", "system2", "both"):
             raise ValueError(f"unknown fusion mode {mode!r} (system1, system2, both)")
-        if scorer not in ("reranker", "rrf"):
-            raise ValueError(f"unknown scorer {scorer!r} (reranker, rrf)")
+        if scorer not in SCORERS:
+            raise ValueError(f"unknown scorer {scorer!r} ({', '.join(SCORERS)})")
         if scorer == "reranker" and reranker is None:
             raise ValueError("scorer='reranker' needs a reranker")
         if k < 1 or graph_factor < 1:
             raise ValueError("k and graph_factor must be >= 1")
+        if rrf_k < 0:
+            raise ValueError(f"fusion rrf_k must be >= 0, got {rrf_k}")
+        if max_pairs is not None and max_pairs < len(FIELDS):
+            raise ValueError(f"fusion max_pairs must be at least {len(FIELDS)} (one per item type) or null, "
+                             f"got {max_pairs}")
         self.store, self.reranker = store, reranker
         self.k, self.mode, self.scorer, self.graph_factor = k, mode, scorer, graph_factor
+        self.rrf_k, self.max_pairs = rrf_k, max_pairs
 
     def budget(self, field: str) -> int:
         return self.k if field == "episodes" else self.graph_factor * self.k
@@ -86,6 +105,10 @@ class Fuser:
         if system2 is not None:
             s2 = [r.context if isinstance(r, System2Result) else r for r in system2]
         unions = [self._union(i, q, system1, s2) for i, q in enumerate(questions)]
+        if self.scorer == "rrf_routes" or (self.scorer == "reranker" and self.max_pairs is not None):
+            for i, ctx in enumerate(unions):
+                self._route_rrf(ctx, self._routes(system1[i] if system1 is not None else None,
+                                                  s2[i] if s2 is not None else None))
         if self.scorer == "reranker":
             self._rerank(questions, unions)
         for ctx in unions:
@@ -103,11 +126,7 @@ class Fuser:
                 raise ValueError(f"route result of group {c.group_id!r} aligned with question {q.id!r} "
                                  f"of group {q.group_id!r}")
         fallback = c2 is not None and FALLBACK_FLAG in c2.flags
-        routes = []
-        if c1 is not None and (self.mode in ("system1", "both") or fallback):
-            routes.append(c1)
-        if c2 is not None and self.mode in ("system2", "both") and not fallback:
-            routes.append(c2)
+        routes = self._routes(c1, c2)
         flags = list(dict.fromkeys(f for c in (c1, c2) if c is not None for f in c.flags))
         if fallback and c1 is None:
             flags.append("s2_fallback_without_system1")
@@ -124,6 +143,39 @@ class Fuser:
             setattr(out, f, list(merged.values()))
         return out
 
+    def _routes(self, c1: RetrievedContext | None, c2: RetrievedContext | None) -> list[RetrievedContext]:
+        """The route results the mode takes (System-1 alone when the walk fell back)."""
+        fallback = c2 is not None and FALLBACK_FLAG in c2.flags
+        routes = []
+        if c1 is not None and (self.mode in ("system1", "both") or fallback):
+            routes.append(c1)
+        if c2 is not None and self.mode in ("system2", "both") and not fallback:
+            routes.append(c2)
+        return routes
+
+    def _route_rrf(self, ctx: RetrievedContext, routes: Sequence[RetrievedContext]) -> None:
+        """Each list of ``ctx`` sorted by reciprocal-rank fusion over the routes' own lists (ties keep union
+        order); the fused score is recorded as ``rrf_routes``."""
+        for f in FIELDS:
+            fused: dict[str, float] = {}
+            for route in routes:
+                for rank, h in enumerate(getattr(route, f), start=1):
+                    fused[h.id] = fused.get(h.id, 0.0) + 1.0 / (self.rrf_k + rank)
+            lst = getattr(ctx, f)
+            for h in lst:
+                h.scores["rrf_routes"] = fused.get(h.id, 0.0)
+                if self.scorer == "rrf_routes":
+                    h.score = h.scores["rrf_routes"]
+            order = sorted(range(len(lst)), key=lambda j: (-lst[j].scores["rrf_routes"], j))
+            setattr(ctx, f, [lst[j] for j in order])
+
+    def pair_budget(self, field: str) -> int | None:
+        """Pairs per question the reranker scores in ``field`` (``max_pairs`` shared by the types' budgets)."""
+        if self.max_pairs is None:
+            return None
+        total = sum(self.budget(f) for f in FIELDS)
+        return max(1, self.max_pairs * self.budget(field) // total)
+
     def _rerank(self, questions: Sequence[Question], unions: list[RetrievedContext]) -> None:
         items = fetch_items(self.store, unions)
         queries: list[str] = []
@@ -133,10 +185,14 @@ class Fuser:
         for i, (q, ctx) in enumerate(zip(questions, unions)):
             for f in FIELDS:
                 kept = []
+                limit = self.pair_budget(f)
                 for h in getattr(ctx, f):
                     item = items.get((ctx.group_id, h.id))
                     if item is None:
                         missing += 1
+                        continue
+                    if limit is not None and len(kept) >= limit:  # past the pair budget: kept, not scored
+                        kept.append(h)
                         continue
                     slots.append((i, f, len(kept)))
                     kept.append(h)
@@ -157,5 +213,6 @@ class Fuser:
         for ctx in unions:
             for f in FIELDS:
                 lst = getattr(ctx, f)
-                order = sorted(range(len(lst)), key=lambda j: (-lst[j].score, j))
-                setattr(ctx, f, [lst[j] for j in order])
+                n = len(lst) if self.pair_budget(f) is None else min(len(lst), self.pair_budget(f) or 0)
+                order = sorted(range(n), key=lambda j: (-lst[j].score, j))  # the scored head; the rest keeps order
+                setattr(ctx, f, [lst[j] for j in order] + lst[n:])

@@ -18,10 +18,13 @@ deepest nodes or a whole kind by walk position.
 Batching: round r of EVERY active query (all groups) is ONE ``llm.generate`` call. Candidates are
 sorted (layer descending, name, id) so that prompts of a group share their prefix, and a candidate
 list longer than ``max_candidates_per_prompt`` is split into several prompts whose selections are
-merged (``None``: one prompt with every candidate, as the released code does). Output maps back by prompt-local id, then exact name, then case-insensitive name; anything
+merged (``None``: one prompt with every candidate, as the released code does). With ``page_by_window``
+the lists are also cut into pages that fit ``window_tokens`` (:mod:`mnemis.retrieve.pages`), and a page the
+engine still rejects as too long is halved and asked again, so no walk ends because a prompt was too long. Output maps back by prompt-local id, then exact name, then case-insensitive name; anything
 else is an invented selection (ignored, counted in the traversal log).
 
-Robustness: a query whose top round fails (every prompt failed) or selects nothing, or whose group
+Robustness: a query whose top round fails (every prompt failed: ``prompt_too_long`` when the engine rejected
+every one for its length, else ``llm_failure``) or selects nothing, or whose group
 has no hierarchy, falls back to System-1 alone: its result is empty and flagged ``s2_fallback`` (the
 fuser then uses System-1 only). Nothing in one query fails the batch.
 """
@@ -35,18 +38,22 @@ from dataclasses import dataclass, field
 from mnemis.models.cache import CacheMissError
 from mnemis.models.failures import EngineFailure
 from mnemis.models.llm.base import LLMRequest, LLMResult, Sampling
+from mnemis.models.llm.budget import worst_case_tokens
 from mnemis.prompts.select_nodes import (
     SELECT_NODES,
     SELECT_NODES_RELEASED,
     CandidateView,
     NodeSelections,
     ReleasedSelections,
+    candidate_line,
+    released_line,
     released_selection_schema,
     salvage_selections,
     selection_schema,
 )
 from mnemis.retrieve.expand import ExpandCaps, cap_nodes, expand_one_hop
 from mnemis.retrieve.hierarchy_view import HierarchyView, Node, order  # noqa: F401  (HierarchyView: re-exported)
+from mnemis.retrieve.pages import is_window_error, messages_tokens, window_pages
 from mnemis.retrieve.system2_records import (  # noqa: F401  (re-exported)
     RoundLog,
     System2Config,
@@ -92,6 +99,7 @@ class System2:
         self.cfg = System2Config(**{**base, **overrides})
         self.store, self.llm = store, llm
         self._views: dict[str, HierarchyView] = {}
+        self._resplits: dict[int, int] = {}  # id(walk) -> pages split again in the current round
 
     def view(self, group_id: str) -> HierarchyView:
         if group_id not in self._views:
@@ -131,16 +139,80 @@ class System2:
             if not cands:
                 w.done = True
                 continue
-            cap = self.cfg.max_candidates_per_prompt or len(cands)
-            prompts += [_Prompt(w, cands[i : i + cap]) for i in range(0, len(cands), cap)]
+            prompts += [_Prompt(w, page) for page in self._pages(w, cands)]
         if not prompts:
             return
         results = self._generate(prompts, first_round=r == 0)
+        if self.cfg.page_by_window:
+            prompts, results = self._resplit_too_long(prompts, results, first_round=r == 0)
         by_walk: dict[int, list[tuple[_Prompt, LLMResult]]] = {}
         for p, res in zip(prompts, results):
             by_walk.setdefault(id(p.walk), []).append((p, res))
         for pairs in by_walk.values():
             self._apply(r, pairs[0][0].walk, pairs)
+
+    def _pages(self, w: _Walk, cands: list[str]) -> list[list[str]]:
+        """The candidate list cut into prompts: at most ``max_candidates_per_prompt`` each, and with
+        ``page_by_window`` into pages that fit ``window_tokens`` (:mod:`mnemis.retrieve.pages`)."""
+        cap = self.cfg.max_candidates_per_prompt or len(cands)
+        chunks = [cands[i : i + cap] for i in range(0, len(cands), cap)]
+        if not (self.cfg.page_by_window and self.cfg.window_tokens):
+            return chunks
+        return [page for chunk in chunks for page in self._fit_window(w, chunk)]
+
+    def _fit_window(self, w: _Walk, cands: list[str]) -> list[list[str]]:
+        cfg = self.cfg
+        released = cfg.prompt_form == "released"
+        prompt = SELECT_NODES_RELEASED if released else SELECT_NODES
+        line = released_line if released else candidate_line
+        nodes = [w.view.nodes[i] for i in cands]
+        views = [CandidateView(n.id if released else f"n{j + 1}", n.name, n.tags, n.summary)
+                 for j, n in enumerate(nodes)]
+        overhead = messages_tokens(prompt.render(w.question.question, [], use_summary=cfg.use_summary,
+                                                 use_tags=cfg.use_tags))
+        if isinstance(cfg.max_tokens, int) and cfg.max_tokens > 0:
+            fixed, per = cfg.max_tokens, 0
+        else:  # auto: the schema's worst case grows by a fixed amount per listed candidate
+            one, two = (worst_case_tokens(self._schema(cands[:k], released, 0).model_json_schema()) or 0
+                        for k in (1, 2))
+            per = max(two - one, 0)
+            fixed = one - per
+        return window_pages(cands, overhead=overhead, reply_fixed=fixed, reply_per_item=per,
+                            window=cfg.window_tokens or 0,
+                            line_chars=lambda j: len(line(views[j], use_summary=cfg.use_summary,
+                                                          use_tags=cfg.use_tags)))
+
+    def _schema(self, cands: list[str], released: bool, min_items: int):
+        if released:
+            return released_selection_schema(tuple(cands), min_items)
+        return selection_schema(len(cands), min_items)
+
+    def _resplit_too_long(self, prompts: list[_Prompt], results: list[LLMResult], *, first_round: bool
+                          ) -> tuple[list[_Prompt], list[LLMResult]]:
+        """Pages the engine rejected as longer than its window, halved and asked again (all in one batch per
+        pass) until they fit or hold one candidate; the halves are counted on the round's log."""
+        while True:
+            over = [j for j, (p, res) in enumerate(zip(prompts, results))
+                    if not res.ok and is_window_error(res.error) and len(p.cands) > 1]
+            if not over:
+                return prompts, results
+            halves = {j: [_Prompt(prompts[j].walk, prompts[j].cands[: len(prompts[j].cands) // 2]),
+                          _Prompt(prompts[j].walk, prompts[j].cands[len(prompts[j].cands) // 2 :])] for j in over}
+            for j in over:
+                self._resplits[id(prompts[j].walk)] = self._resplits.get(id(prompts[j].walk), 0) + 1
+            fresh = self._generate([h for j in over for h in halves[j]], first_round=first_round)
+            answers = iter(fresh)
+            new_prompts: list[_Prompt] = []
+            new_results: list[LLMResult] = []
+            for j, (p, res) in enumerate(zip(prompts, results)):
+                if j in halves:
+                    for h in halves[j]:
+                        new_prompts.append(h)
+                        new_results.append(next(answers))
+                else:
+                    new_prompts.append(p)
+                    new_results.append(res)
+            prompts, results = new_prompts, new_results
 
     def _generate(self, prompts: list[_Prompt], first_round: bool = False) -> list[LLMResult]:
         cfg = self.cfg
@@ -154,12 +226,7 @@ class System2:
             views = [CandidateView(n.id if released else f"n{j + 1}", n.name, n.tags, n.summary)
                      for j, n in enumerate(nodes)]
             msgs = prompt.render(p.walk.question.question, views, use_summary=cfg.use_summary, use_tags=cfg.use_tags)
-            if not cfg.constrain_ids:
-                schema = prompt.schema
-            elif released:
-                schema = released_selection_schema(tuple(p.cands), min_items)
-            else:
-                schema = selection_schema(len(p.cands), min_items)
+            schema = self._schema(p.cands, released, min_items) if cfg.constrain_ids else prompt.schema
             requests.append(LLMRequest(messages=msgs, schema=schema, sampling=sampling,
                                        stage=prompt.stage, salvage=cfg.salvage))
         try:
@@ -177,7 +244,7 @@ class System2:
         view = w.view
         all_cands = [c for p, _ in pairs for c in p.cands]
         rec = RoundLog(round=r, layer=max(view.nodes[c].layer for c in all_cands), candidates=all_cands,
-                       prompts=len(pairs))
+                       prompts=len(pairs), resplit=self._resplits.pop(id(w), 0))
         picked: dict[str, bool] = {}  # store id -> take_all_children
         for p, res in pairs:
             rec.prompt_tokens += res.prompt_tokens
@@ -192,6 +259,7 @@ class System2:
                 sels = salvage_selections(res.text) if self.cfg.salvage else []
                 if not sels:
                     rec.failed_prompts += 1
+                    rec.too_long += int(not res.ok and is_window_error(res.error))
                     continue
                 rec.salvaged += 1
             invented = 0
@@ -206,7 +274,7 @@ class System2:
         if rec.failed_prompts == len(pairs):
             w.done = True
             if r == 0:
-                w.fallback = "llm_failure"
+                w.fallback = "prompt_too_long" if rec.too_long == len(pairs) else "llm_failure"
             else:
                 w.flags.append("s2_round_failed")
             return

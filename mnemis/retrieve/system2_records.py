@@ -24,6 +24,12 @@ class System2Config(BaseModel):
     include_shortcut_nodes: bool = Field(True, description="a take_all_children node enters the context itself")
     max_candidates_per_prompt: int | None = Field(
         60, ge=1, description="split wider candidate lists into several prompts; None = one prompt (the paper)")
+    page_by_window: bool = Field(
+        False, description="split a candidate list into pages whose estimated prompt and reply fit window_tokens, "
+        "and split again any page the engine still rejects as too long (False: the paper, one prompt per round "
+        "however long)")
+    window_tokens: int | None = Field(
+        None, ge=256, description="the selection model's window (page_by_window); None: no window paging")
     max_rounds: int = Field(12, ge=1, description="safety bound; a hierarchy of L layers needs L+1")
     max_facts_per_entity: int | None = Field(10, ge=0, description="None = all (the paper)")
     max_episodes_per_entity: int | None = Field(10, ge=0, description="None = all (the paper)")
@@ -52,6 +58,8 @@ class RoundLog(BaseModel):
     flagged: list[str] = Field(default_factory=list, description="take_all_children shortcuts")
     invented: int = 0
     salvaged: int = Field(0, description="failed replies whose complete selections were kept")
+    too_long: int = Field(0, description="prompts the engine rejected as longer than its window (after re-splits)")
+    resplit: int = Field(0, description="pages split again because the engine rejected them as too long")
     prompt_tokens: int = 0
     completion_tokens: int = 0
 

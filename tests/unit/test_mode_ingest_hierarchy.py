@@ -19,11 +19,14 @@ PAPER_VALUES = {
     ("hierarchy", "max_existing"): None,
     ("hierarchy", "prompt"): "paper",
     ("hierarchy", "layer_rule"): "no_growth",
+    ("hierarchy", "categorizer"): "one_step",
+    ("hierarchy", "top_width"): None,
 }
 DEFAULT_VALUES = {**PAPER_VALUES, ("ingest", "attribute_refresh"): "end",
                   ("hierarchy", "sequential_batches"): False, ("hierarchy", "existing_descriptions"): False,
                   ("hierarchy", "max_existing"): 60, ("hierarchy", "prompt"): "ours",
-                  ("hierarchy", "layer_rule"): "shrink"}
+                  ("hierarchy", "layer_rule"): "shrink", ("hierarchy", "categorizer"): "two_step",
+                  ("hierarchy", "top_width"): 8}
 
 
 def _values(cfg):
@@ -55,6 +58,8 @@ ABLATIONS = {  # the override that puts each remaining default back into a paper
     "ingest.per_item_candidates=false": (("ingest", "per_item_candidates"), False),
     "hierarchy.prompt=ours": (("hierarchy", "prompt"), "ours"),
     "hierarchy.layer_rule=shrink": (("hierarchy", "layer_rule"), "shrink"),
+    "hierarchy.categorizer=two_step": (("hierarchy", "categorizer"), "two_step"),
+    "hierarchy.top_width=8": (("hierarchy", "top_width"), 8),
 }
 
 

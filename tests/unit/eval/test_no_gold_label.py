@@ -52,7 +52,10 @@ def _requests(tmp_path, dataset: str, variant: str, mode: str) -> list[tuple]:
     methods = "[mnemis,rag,full_context,mem0,mem0g]" if dataset == "locomo" else "[mnemis,rag,full_context]"
     cfg = compose(["command=run", f"dataset={dataset}", f"dataset.path={data}",
                    "llm=schema_fake", "embedder=hashing", "reranker=cosine", f"mode={mode}",
-                   *(["judge_llms.paper=${llm}", "judge.longmemeval_format=reasoned"] if mode == "paper" else []),
+                   # paper mode's graphiti-core builder is sent the episodes alone, through its own server; here our
+                   # builder stands in so every request goes through the scripted backend
+                   *(["judge_llms.paper=${llm}", "judge.longmemeval_format=reasoned", "ingest.builder=mnemis"]
+                     if mode == "paper" else []),
                    "judge.leniency.enabled=false",
                    f"methods={methods}",
                    "cache_mode=off", "preflight=false", f"paths.artifacts_dir={tmp_path}/art_{variant}",

@@ -1,0 +1,240 @@
+"""Our tuned hierarchy, walk and fusion on the paper's base graph, with Qwen2.5-Coder-1.5B: a dev benchmark.
+
+Every variant runs ``mnemis run experiment=cpu_heldout mode=paper`` plus overrides that put back our hierarchy and
+System-2 settings (the two-step categoriser with a top-layer width, window-sized selection pages, our selection
+prompt, the entity round, a required first pick, capped expansion) and one fusion option. Ingestion, answering and
+judging stay paper mode's, so the base graph, RAG and the plain paper variant replay from the held-out archive
+(``heldout_ablations.cache.jsonl.gz``, loaded first) and only the hierarchy, the walk and the fusion cost model time.
+
+Variants (``--variants``):
+
+- ``paper``: plain paper mode (replayed);
+- ``tuned_rerank``: our hierarchy and walk, fused by the CPU reranker (SmolLM2-135M, P("yes"));
+- ``tuned_rrf``: the same walk, fused by reciprocal-rank fusion of the System-1 and System-2 lists (no model);
+- ``tuned_yes``: the same walk, the 1.5B model itself as the P("yes") scorer of at most :data:`PAIRS` pairs a question.
+
+Dev slices only (``--slice``): ``conv48`` (LoCoMo conv-48 sessions 1-2, 20 questions; its base graph is archived)
+or ``conv41`` (conv-41 sessions 1-2; its base graph is built on the first run, hours on 2 cores). conv-26 is the
+test conversation and is never tuned on: ``--conv26 VARIANT`` runs the chosen variant against paper mode on all of
+conv-26's 152 questions over its archived paper-mode base graph (``cpu_quality_conv26.cache.jsonl.gz``), once every
+setting is fixed.
+
+    python experiments/bench/tuned_dev.py                                # dev slice conv-48, every variant
+    python experiments/bench/tuned_dev.py --variants paper,tuned_rrf     # a subset (paper is the baseline)
+    python experiments/bench/tuned_dev.py --replay                       # every figure again from the archive
+    python experiments/bench/tuned_dev.py --conv26 tuned_rrf             # the test, after tuning (many CPU-hours)
+
+Resumable: each variant's replies go to one response cache as they are made, so a stopped run continues where it
+stopped; ``--archive`` (default) keeps them beside the JSON (``tuned_dev.cache.jsonl.gz``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "experiments" / "results"
+PAIRS = 40  # pairs per question the 1.5B yes/no scorer reads (tuned_yes): 8 episodes, 16 entities, 16 facts
+# our hierarchy and walk, on top of mode=paper (each line is one of our defaults; docs/fidelity.md)
+TUNED_WALK = [
+    "hierarchy.categorizer=two_step", "hierarchy.top_width=8", "hierarchy.layer_rule=shrink",
+    "hierarchy.max_existing=60",
+    "retrieval.system2.page_by_window=true", "retrieval.system2.prompt_form=ours",
+    "retrieval.system2.entity_round=true", "retrieval.system2.min_top_selections=1",
+    "retrieval.system2.max_candidates_per_prompt=60", "retrieval.system2.max_facts_per_entity=10",
+    "retrieval.system2.max_episodes_per_entity=10", "retrieval.system2.max_neighbours_per_entity=5",
+    "retrieval.system2.max_items_per_type=100", "retrieval.system2.max_tokens=512",
+]
+VARIANTS: dict[str, list[str]] = {
+    "paper": [],
+    "tuned_rerank": TUNED_WALK,
+    "tuned_rrf": [*TUNED_WALK, "retrieval.fusion.scorer=rrf_routes"],
+    "tuned_yes": [*TUNED_WALK, "reranker=qwen25_coder_1_5b_cpu", f"retrieval.fusion.max_pairs={PAIRS}"],
+}
+# dev slices: experiment, overrides, the archive that seeds the cache (None: built on the first run)
+SLICES: dict[str, tuple[str, list[str], str | None]] = {
+    "conv48": ("cpu_heldout", [], "heldout_ablations"),
+    "conv41": ("cpu_heldout", ["dataset.slice.groups=[conv-41]", "dataset.slice.sessions=[1,2]",
+                               "run_name=cpu_dev_conv41"], None),
+}
+TEST = ("cpu_conv26", "cpu_quality_conv26")  # the test conversation: experiment, its paper-mode archive
+
+
+def _load(name: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO / "experiments" / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def hierarchy_shape(hier: dict[str, Any] | None) -> dict[str, Any]:
+    """Per group: layers, nodes per layer and the share of category nodes promoted unchanged."""
+    out = {}
+    for gid, h in (hier or {}).items():
+        nodes = h.get("nodes_per_layer") or []
+        cats = sum(nodes[1:])
+        out[gid] = {"layers": h.get("layers"), "nodes_per_layer": nodes, "stop_reason": h.get("stop_reason"),
+                    "promoted_share": round(h.get("promoted", 0) / cats, 4) if cats else None}
+    return out
+
+
+def report(runs_dir: Path, variants: Sequence[str], command: str, experiment: str) -> dict[str, Any]:
+    cq, ha = _load("cpu_quality"), _load("heldout_ablations")
+    summaries = {v: cq.summarize(runs_dir / v) for v in variants}
+    rows = {v: ha._rows(runs_dir / v) for v in variants}
+    judges = sorted({j for s in summaries.values() for m in (s.get("overall_by_judge") or {}).values() for j in m})
+    out: dict[str, Any] = {
+        "what": "our hierarchy, System-2 walk and fusion options over paper mode's base graph, answers and judges "
+                f"(experiment={experiment}), Mnemis and RAG, Qwen2.5-Coder-1.5B in every role (judges too)",
+        "command": command,
+        "experiment": experiment,
+        "variants": {v: {"overrides": VARIANTS[v], **ha.variant_figures(summaries[v]),
+                         "hierarchy_shape": hierarchy_shape((summaries[v].get("health") or {}).get("hierarchy"))}
+                     for v in variants},
+        "against_paper": ha.against_paper(rows, judges),
+        "slice": next(iter(summaries.values())).get("slice") if summaries else None,
+    }
+    if any(s.get("status") != "complete" for s in summaries.values()):
+        out["status"] = "partial"
+    return out
+
+
+def base_overrides(reply_caps: str, *, select_cap: bool) -> list[str]:
+    """The reply caps the archived paper-mode run used, so its requests replay unchanged (the held-out run also
+    capped the selection replies; the conv-26 run did not)."""
+    ha = _load("heldout_ablations")
+    caps = _load("cpu_quality").paper_cap_overrides(reply_caps)
+    return [*caps, f"retrieval.system2.max_tokens={ha.SELECT_CAP_CPU}"] if reply_caps == "cpu" and select_cap else caps
+
+
+def _repo_path(path: Path) -> str:
+    """``path`` relative to the checkout whose ``experiments/results`` holds it (the bench may run from a copy)."""
+    path = path.resolve()
+    root = path.parents[2] if path.parent.name == "results" and path.parent.parent.name == "experiments" else REPO
+    return os.path.relpath(path, root)
+
+
+def run(variants: Sequence[str], experiment: str, slice_overrides: Sequence[str], seed_from: str | None,
+        runs_dir: Path, out: Path, cache: Path, overrides: Sequence[str], *, archive: bool, command: str,
+        reuse_finished: bool = False) -> int:
+    cq = _load("cpu_quality")
+    from mnemis.models.cache_archive import export_archive, import_archive
+
+    for src in [RESULTS / f"{seed_from}.json"] if seed_from else []:
+        if cq.archive_path(src).is_file():
+            import_archive(cq.archive_path(src), cache)
+    if cq.archive_path(out).is_file():
+        import_archive(cq.archive_path(out), cache)
+    walls: dict[str, float | None] = {}
+    for v in variants:  # the JSON and the archive are rewritten after every variant: a stop keeps what finished
+        if reuse_finished and (runs_dir / v / "metrics.json").is_file():
+            walls[v] = None  # finished in an earlier sitting of this run (its replies are in the cache)
+        else:
+            walls[v] = round(cq.run_mode("paper", experiment, (runs_dir / v).resolve(),
+                                         [f"paths.cache_dir={cache}", *slice_overrides, *VARIANTS[v], *overrides]), 1)
+        done = list(walls)
+        result = {**report(runs_dir, done, command, experiment), "overrides": [*slice_overrides, *overrides],
+                  "wall_s": walls, "host": cq.host()}
+        if done != list(variants):
+            result["status"] = "partial"
+            result["pending_variants"] = [x for x in variants if x not in walls]
+        if archive:
+            counts = export_archive(cache, cq.archive_path(out))
+            result["cache_archive"] = {"file": _repo_path(cq.archive_path(out)), **counts}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(f"wrote {out} ({len(done)} of {len(variants)} variants)")
+    return 0
+
+
+def replay(out: Path) -> int:
+    """Every variant again from the archive alone (``cache_mode=replay_only``); exit 1 when a figure differs."""
+    cq = _load("cpu_quality")
+    from mnemis.models.cache_archive import import_archive
+
+    saved = json.loads(out.read_text())
+    work = Path(tempfile.mkdtemp(prefix="tuned_dev_replay_"))
+    import_archive(cq.archive_path(out), work / "cache")
+    variants = list(saved["variants"])
+    for v in variants:
+        try:
+            cq.run_mode("paper", saved["experiment"], work / "runs" / v,
+                        [f"paths.cache_dir={work / 'cache'}", f"paths.artifacts_dir={work / 'artifacts'}",
+                         "cache_mode=replay_only", *saved.get("overrides", []), *VARIANTS[v]])
+        except subprocess.CalledProcessError as exc:
+            print(cq.replay_stopped(v, exc.returncode, saved.get("host") or {}, cq.host()))
+            print(f"FIGURES NOT REPRODUCED (replayed runs in {work})")
+            return 1
+    now = report(work / "runs", variants, saved.get("command", ""), saved["experiment"])
+    same = json.dumps(cq.figures(now), sort_keys=True) == json.dumps(
+        cq.figures({k: v for k, v in saved.items() if k in now}), sort_keys=True)
+    print("every figure reproduced" if same else f"FIGURES DIFFER (replayed runs in {work})")
+    return 0 if same else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {list(VARIANTS)}")
+    ap.add_argument("--slice", choices=sorted(SLICES), default="conv48", help="the dev slice (never conv-26)")
+    ap.add_argument("--conv26", metavar="VARIANT", choices=[v for v in VARIANTS if v != "paper"],
+                    help="the test: this variant and paper mode on all of conv-26 over its archived base graph")
+    ap.add_argument("--runs-dir", type=Path)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--cache-dir", type=Path, help="the response cache (default .cache/mnemis_<name>)")
+    ap.add_argument("--reuse-finished", action="store_true",
+                    help="keep a variant whose run directory already holds a finished run (metrics.json)")
+    ap.add_argument("--no-archive", action="store_true", help="do not keep the replies beside the JSON")
+    ap.add_argument("--replay", action="store_true", help="rerun from the archive alone and compare every figure")
+    ap.add_argument("--summarize", action="store_true", help="only re-read the run directories of --runs-dir")
+    ap.add_argument("--reply-caps", choices=("cpu", "none"), default="cpu",
+                    help="completion caps of the base-graph and selection stages, as the archived runs used")
+    ap.add_argument("overrides", nargs="*", help="hydra overrides after --")
+    args = ap.parse_args(argv)
+    if args.conv26:
+        variants, (experiment, seed_from), slice_overrides = ["paper", args.conv26], TEST, []
+        name = "tuned_conv26"
+    else:
+        variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+        unknown = [v for v in variants if v not in VARIANTS]
+        if unknown:
+            ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
+        if "paper" not in variants:
+            ap.error("--variants: 'paper' is the baseline every variant is compared with; keep it")
+        experiment, slice_overrides, seed_from = SLICES[args.slice]
+        name = "tuned_dev" if args.slice == "conv48" else f"tuned_dev_{args.slice}"
+    out = args.out or RESULTS / f"{name}.json"
+    if args.replay:
+        return replay(out)
+    runs_dir = args.runs_dir or REPO / "runs" / name
+    command = "python experiments/bench/tuned_dev.py" + (
+        f" --conv26 {args.conv26}" if args.conv26 else
+        (f" --variants {args.variants}" if variants != list(VARIANTS) else "")
+        + (f" --slice {args.slice}" if args.slice != "conv48" else ""))
+    command += (" -- " + " ".join(args.overrides)) if args.overrides else ""
+    overrides = [*base_overrides(args.reply_caps, select_cap=not args.conv26), *args.overrides]
+    if args.summarize:
+        result = {**report(runs_dir, variants, command + " (re-summarised)", experiment),
+                  "overrides": [*slice_overrides, *overrides], "host": _load("cpu_quality").host()}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(f"wrote {out}")
+        return 0
+    cache = (args.cache_dir or REPO / ".cache" / f"mnemis_{name}").resolve()
+    return run(variants, experiment, slice_overrides, seed_from, runs_dir, out, cache, overrides,
+               archive=not args.no_archive, command=command, reuse_finished=args.reuse_finished)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

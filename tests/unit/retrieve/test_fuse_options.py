@@ -1,0 +1,81 @@
+"""Fusion options that keep what the walk found: reciprocal-rank fusion of the two routes' lists, and a
+reranker bounded by a per-question pair budget (the head of that order scored, the rest kept in it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mnemis.retrieve.fuse import Fuser
+from tests.helpers.compose import plain_config
+from tests.helpers.system2 import OverlapReranker, build_store, ep_id
+from tests.unit.retrieve.test_fuse import Q, s1_ctx, s2_ctx
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = build_store(tmp_path / "m.db")
+    yield s
+    s.close()
+
+
+EPS = [ep_id("g1", n) for n in range(4)]
+
+
+def test_rrf_routes_interleaves_the_walk_and_lifts_what_both_routes_found(store):
+    q = Q("yoga?")
+    s1 = s1_ctx(q, eps=[EPS[0], EPS[1], EPS[2]])
+    s2 = s2_ctx(q, eps=[EPS[3], EPS[2]])
+    [appended] = Fuser(store, k=10, scorer="rrf").fuse([q], [s1], [s2])
+    assert [h.id for h in appended.episodes] == [EPS[0], EPS[1], EPS[2], EPS[3]]
+    [fused] = Fuser(store, k=10, scorer="rrf_routes", rrf_k=1).fuse([q], [s1], [s2])
+    # EPS[2]: 1/(1+3) + 1/(1+2); EPS[0]: 1/2; EPS[3]: 1/2 (System-2's first); EPS[1]: 1/3
+    assert [h.id for h in fused.episodes] == [EPS[2], EPS[0], EPS[3], EPS[1]]
+    assert fused.episodes[0].score == pytest.approx(1 / 4 + 1 / 3)
+    # a fallen-back walk leaves System-1's order untouched
+    [fb] = Fuser(store, k=10, scorer="rrf_routes").fuse([q], [s1], [s2_ctx(q, flags=["s2_fallback"])])
+    assert [h.id for h in fb.episodes] == [EPS[0], EPS[1], EPS[2]]
+
+
+def test_the_pair_budget_scores_the_head_of_the_fused_order_and_keeps_the_rest(store):
+    q = Q("Caroline yoga relax?")
+    s1 = s1_ctx(q, eps=[EPS[0], EPS[2], EPS[3]])
+    s2 = s2_ctx(q, eps=[EPS[1]])
+    rr = OverlapReranker()
+    fuser = Fuser(store, rr, k=10, scorer="reranker", max_pairs=5, rrf_k=1)
+    assert [fuser.pair_budget(f) for f in ("episodes", "entities", "facts")] == [1, 2, 2]
+    [out] = fuser.fuse([q], [s1], [s2])
+    assert len(rr.calls) == 1 and len(rr.calls[0][1]) == 1  # one episode pair scored (no entities or facts)
+    # fused order: EPS[0] and EPS[1] (both rank 1; union order), EPS[2], EPS[3]; only EPS[0] is scored
+    assert [h.id for h in out.episodes] == [EPS[0], EPS[1], EPS[2], EPS[3]]
+    assert "rerank" in out.episodes[0].scores and "rerank" not in out.episodes[1].scores
+    unbounded = OverlapReranker()
+    Fuser(store, unbounded, k=10, scorer="reranker").fuse([q], [s1], [s2])
+    assert len(unbounded.calls[0][1]) == 4  # without a budget every pair is scored, as before
+
+
+def test_bad_fusion_settings_are_named(store):
+    with pytest.raises(ValueError, match="unknown scorer 'borda'.*rrf_routes"):
+        Fuser(store, scorer="borda")
+    with pytest.raises(ValueError, match="max_pairs must be at least 3"):
+        Fuser(store, OverlapReranker(), max_pairs=2)
+    with pytest.raises(ValueError, match="rrf_k must be >= 0"):
+        Fuser(store, scorer="rrf_routes", rrf_k=-1)
+
+
+def test_the_selection_model_as_a_yes_no_scorer_is_one_config_away():
+    cfg = plain_config(["reranker=qwen25_coder_1_5b_cpu", "retrieval.fusion.max_pairs=40"])
+    assert cfg["reranker"]["_target_"] == "mnemis.models.rerank.CausalLMReranker"
+    assert cfg["reranker"]["model"] == "qwen2.5-coder-1.5b" and cfg["retrieval"]["fusion"]["max_pairs"] == 40
+    from mnemis.settings import FusionSettings
+
+    assert FusionSettings(**cfg["retrieval"]["fusion"]).max_pairs == 40
+
+
+def test_rrf_routes_counts_only_the_routes_the_mode_takes(store):
+    q = Q("yoga?")
+    s1 = s1_ctx(q, eps=[EPS[0], EPS[1]])
+    s2 = s2_ctx(q, eps=[EPS[1]])
+    [only1] = Fuser(store, k=10, mode="system1", scorer="rrf_routes", rrf_k=1).fuse([q], [s1], [s2])
+    assert [h.id for h in only1.episodes] == [EPS[0], EPS[1]]  # System-2's vote for EPS[1] is not counted
+    [both] = Fuser(store, k=10, mode="both", scorer="rrf_routes", rrf_k=1).fuse([q], [s1], [s2])
+    assert [h.id for h in both.episodes] == [EPS[1], EPS[0]]

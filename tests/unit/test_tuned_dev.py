@@ -1,0 +1,60 @@
+"""experiments/bench/tuned_dev.py: every variant is paper mode's base graph, answers and judges with our hierarchy
+and walk and one fusion option; dev slices never include conv-26; a small schema-fake run replays from its archive."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers.bench import load_bench
+from tests.helpers.compose import plain_config
+
+
+@pytest.fixture(scope="module")
+def td():
+    return load_bench("tuned_dev")
+
+
+def test_variants_change_only_the_hierarchy_the_walk_and_the_fusion(td):
+    paper = plain_config(["experiment=cpu_heldout", "mode=paper"])
+    for name, overrides in td.VARIANTS.items():
+        cfg = plain_config(["experiment=cpu_heldout", "mode=paper", *overrides])
+        assert cfg["fidelity"] == "paper" and cfg["dataset"]["slice"]["groups"] == ["conv-48"]
+        for section in ("ingest", "answer", "judge", "dataset", "llm"):
+            assert cfg[section] == paper[section], (name, section)
+        tuned = name != "paper"
+        assert (cfg["hierarchy"]["categorizer"] == "two_step") == tuned
+        assert cfg["retrieval"]["system2"]["page_by_window"] is tuned
+        assert (cfg["retrieval"]["system2"]["min_top_selections"] == 1) == tuned
+    fusion = {n: plain_config(["experiment=cpu_heldout", "mode=paper", *o])["retrieval"]["fusion"]
+              for n, o in td.VARIANTS.items()}
+    assert fusion["tuned_rrf"]["scorer"] == "rrf_routes" and fusion["tuned_rerank"]["scorer"] == "reranker"
+    assert fusion["tuned_yes"]["max_pairs"] == td.PAIRS and fusion["tuned_rerank"]["max_pairs"] is None
+
+
+def test_dev_slices_exclude_the_test_conversation(td):
+    for experiment, overrides, _ in td.SLICES.values():
+        groups = plain_config([f"experiment={experiment}", *overrides])["dataset"]["slice"]["groups"]
+        assert "conv-26" not in groups
+    assert td.TEST[0] == "cpu_conv26"
+    # the conv-26 archive was made without the selection cap; the held-out one with it
+    assert not any("system2.max_tokens" in o for o in td.base_overrides("cpu", select_cap=False))
+    assert any("system2.max_tokens" in o for o in td.base_overrides("cpu", select_cap=True))
+
+
+@pytest.mark.slow  # two schema-fake runs and their replay through the CLI: about a minute on 2 cores
+def test_a_small_run_of_two_variants_replays(td, tmp_path, locomo_path):
+    out = tmp_path / "results" / "t.json"
+    fake = ["llm=schema_fake", "embedder=hashing", "reranker=cosine", "dataset.slice.sessions=[1,1]",
+            "dataset.slice.max_questions=2", "judge.longmemeval_format=reasoned",
+            f"paths.artifacts_dir={tmp_path}/art", f"paths.shared_data_dir={locomo_path.parent}"]
+    rc = td.main(["--variants", "paper,tuned_rrf", "--runs-dir", str(tmp_path / "runs"), "--out", str(out),
+                  "--cache-dir", str(tmp_path / "cache"), "--", *fake])
+    assert rc == 0
+    saved = json.loads(out.read_text())
+    assert list(saved["variants"]) == ["paper", "tuned_rrf"] and saved["cache_archive"]["llm"] > 0
+    tuned = saved["variants"]["tuned_rrf"]
+    assert tuned["status"] == "complete" and tuned["hierarchy_shape"]
+    assert list(saved["against_paper"]) == ["tuned_rrf_vs_paper"]
+    assert td.main(["--replay", "--out", str(out)]) == 0
