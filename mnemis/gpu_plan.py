@@ -336,7 +336,8 @@ class Plan:
                 continue
             peak = "" if e.runtime == "vllm" else f" + {transformers_bytes(e)[1] / GIB:.1f} GiB per batch"
             parts.append(f"{e.name} {self._resident(e) / GIB:.1f} GiB{peak}")
-        head = f"{self.count} x {self.card.name} ({self.card.total / GIB:.1f} GiB): " + "; ".join(parts)
+        head = f"{self.count} x {self.card.name} ({self.card.total / GIB:.1f} GiB): " + ("; ".join(parts)
+                                                                                       or "no model on the GPU")
         if self.fits:
             return head + f"; peak {self.peak(0) / GIB:.1f} GiB on GPU 0: fits"
         return head + ": " + " | ".join(self.problems) + (f"; {self.suggestion}" if self.suggestion else "")

@@ -1,6 +1,6 @@
 """Resolve ``pip install '.[gpu]'`` in a clean temporary venv for a Linux x86_64 GPU machine, and record the set.
 
-What it checks: pip's own resolver (``pip install --dry-run --ignore-installed --report``) on this repository's
+What it checks: pip's own resolver, with none of this machine's pip configuration (only PyPI), (``pip install --dry-run --ignore-installed --report``) on this repository's
 ``.[gpu]`` for each Python version, for a manylinux x86_64 platform (``--python-version`` / ``--platform``, so
 only wheels count, as on a GPU machine that installs them), in a fresh venv with the newest pip; nothing is
 installed. The one sdist of the stack, ``antlr4-python3-runtime`` 4.9.3 (pure Python, Hydra's parser), is built
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -33,7 +34,13 @@ SDISTS = ("antlr4-python3-runtime==4.9.3",)
 
 
 def run(cmd: list[str], timeout: int) -> subprocess.CompletedProcess:
-    return subprocess.run(["nice", "-n", "10", *cmd], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    """``cmd`` niced, without this machine's pip configuration (its config files, local wheel folders, extra
+    indexes and constraints): only PyPI, as on a fresh GPU machine. The CA bundle and timeout stay."""
+    keep = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_DISABLE_PIP_VERSION_CHECK")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in keep}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    return subprocess.run(["nice", "-n", "10", *cmd], capture_output=True, text=True, timeout=timeout, cwd=REPO,
+                          env=env)
 
 
 def cuda_major(name: str, version: str) -> int | None:

@@ -156,7 +156,7 @@ def part_llm(parts: Path, budget: float, arch: str = "Qwen/Qwen3-8B", scale: flo
     extra = {"kv_cache_memory_bytes": kv_cache_bytes, "enforce_eager": True} if kv_cache_bytes else {}
     backend = VLLMBackend(str(folder), dtype="bfloat16", gpu_memory_utilization=be["gpu_memory_utilization"],
                           max_model_len=be["max_model_len"], enable_prefix_caching=False, load_format="dummy",
-                          chat_template_kwargs=be.get("chat_template_kwargs"), in_process=True, **extra)
+                          chat_template_kwargs=be.get("chat_template_kwargs"), in_process=False, **extra)
     start_s = time.perf_counter() - t0
     out: dict[str, Any] = {"model": f"{arch} architecture, random weights (load_format=dummy)",
                            "prompts_from": source, "engine_start_s": round(start_s, 1),
@@ -224,7 +224,7 @@ def merge(parts: Path, out: Path) -> dict[str, Any]:
         doc["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     except ImportError:
         doc["gpu"] = None
-    for name in ("llm", "rerank", "tests"):
+    for name in ("llm", "rerank", "gpu_tests"):
         f = parts / f"{name}.json"
         doc[name] = json.loads(f.read_text()) if f.is_file() else {"missing": f"{f.name}: the part did not finish"}
     s1 = parts / "system1_latency_gpu.json"

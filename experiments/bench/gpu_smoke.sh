@@ -44,9 +44,9 @@ FAISS_GPU=$("$PY" -c "import faiss; print(int(hasattr(faiss, 'StandardGpuResourc
   2>/dev/null || echo 0)
 SELECT=(-m gpu)
 [ "$FAISS_GPU" = 1 ] || SELECT=(-m gpu -k "not faiss")
-XML="$PARTS/tests.xml"
-timeout 90 "$PY" -m pytest -q -rs "${SELECT[@]}" --junitxml="$XML" tests 2>&1 | tee "$PARTS/tests.log" || status=$?
-read -r ran skipped failed < <("$PY" - "$XML" "$PARTS/tests.json" "$FAISS_GPU" <<'EOF'
+XML="$PARTS/gpu_tests.xml"
+timeout 90 "$PY" -m pytest -q -rs "${SELECT[@]}" --junitxml="$XML" tests 2>&1 | tee "$PARTS/gpu_tests.log" || status=$?
+read -r ran skipped failed < <("$PY" - "$XML" "$PARTS/gpu_tests.json" "$FAISS_GPU" <<'EOF'
 import json
 import sys
 import xml.etree.ElementTree as ET

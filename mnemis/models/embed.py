@@ -100,6 +100,7 @@ class SentenceTransformerEmbedder:
             "auto" = "int8" on CPU, "same" on CUDA. A single short query on CPU is bound by reading the
             weights, so int8 reads a quarter of the bytes: see experiments/bench/system1_latency.py for
             the latency and experiments/bench/system1_recall.py for the recall it costs.
+        revision: the hub commit (or branch) of ``model``; None = main. The GPU configs pin commits.
     """
 
     def __init__(self, model: str = MINILM, *, device: str = "auto", dtype: str = "auto", batch_size: int = 64,
@@ -195,7 +196,8 @@ def query_model(model, precision: str):
 class Qwen3Embedder:
     """Qwen3-Embedding: last-token pooling, query instruction, Matryoshka truncation + renormalisation.
 
-    Queries are formatted ``Instruct: {task}\\nQuery:{q}``; documents are embedded as is.
+    Queries are formatted ``Instruct: {task}\\nQuery:{q}``; documents are embedded as is. ``revision``: the hub
+    commit (or branch) of ``model``; None = main (the GPU configs pin commits).
     """
 
     def __init__(self, model: str = "Qwen/Qwen3-Embedding-0.6B", *, dim: int | None = 128, device: str = "auto",

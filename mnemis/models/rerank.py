@@ -83,6 +83,7 @@ class CausalLMReranker:
         device, dtype: as for the embedders ("auto" = CUDA+bf16 when available).
         batch_size: pairs per forward pass.
         max_length: token budget per pair (the document part is truncated).
+        revision: the hub commit (or branch) of ``model``; None = main. The GPU configs pin commits.
     """
 
     def __init__(self, model: str = "Qwen/Qwen3-Reranker-0.6B", *,
@@ -163,6 +164,7 @@ class CrossEncoderReranker:
         device, dtype: as for the embedders ("auto" = CUDA + bf16 when available).
         batch_size: pairs per forward pass.
         max_length: token budget per pair.
+        revision: the hub commit (or branch) of ``model``; None = main. The GPU configs pin commits.
     """
 
     def __init__(self, model: str = "BAAI/bge-reranker-v2-m3", *, device: str = "auto", dtype: str = "auto",

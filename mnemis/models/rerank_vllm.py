@@ -41,6 +41,7 @@ class VLLMReranker:
         tensor_parallel_size, enforce_eager, max_num_seqs: passed to ``vllm.LLM``.
         cpu_threads_bind: on CPU only, the cores the model's threads are bound to (``all`` by default:
             :mod:`mnemis.models.llm.cpu_threads`).
+        revision: the hub commit (or branch) of ``model``; None = main. The GPU configs pin commits.
     """
 
     def __init__(self, model: str = "Qwen/Qwen3-Reranker-8B", *,

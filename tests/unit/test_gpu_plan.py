@@ -98,3 +98,30 @@ def test_the_plans_table_is_current_and_every_shipped_experiment_fits_an_h200():
     plans = json.loads((REPO / "experiments/results/gpu_plans.json").read_text())["plans"]
     shipped = [p for p in plans if p["why"] == "shipped" and p["card"] == "h200"]
     assert len(shipped) == 5 and all(p["fits"] for p in shipped)
+
+
+def test_engines_no_evaluation_role_uses_are_released_before_the_evaluation(monkeypatch):
+    """The plan assumes the build's engine is shut down when the answerer and the judges are other models; the
+    engine start (mnemis.components.Models) does so, and keeps engines an evaluation role shares."""
+    from mnemis import components
+
+    closed = []
+
+    class Client:
+        def __init__(self, model):
+            self.backend = type("Backend", (), {"model": model, "close": lambda _self: closed.append(model)})()
+
+    plain, _ = compose_for_checks(["experiment=paper_locomo_k10"])
+    build = plain["llm"]
+    other = {**build, "backend": {**build["backend"], "model": "Qwen/Qwen3-32B"}}
+    monkeypatch.setattr(components, "_MODELS", {})
+    models = components.Models({**plain, "answer_llm": other, "selector_llm": other})
+    components._MODELS["llm:" + components.node_key(build)] = Client("Qwen/Qwen3-8B")
+    components._MODELS["llm:" + components.node_key(other)] = Client("Qwen/Qwen3-32B")
+    components._MODELS["embedder:{}"] = object()
+    assert models.release_unused(EVAL) == ["Qwen/Qwen3-8B"] and closed == ["Qwen/Qwen3-8B"]
+    assert list(components._MODELS) == ["llm:" + components.node_key(other), "embedder:{}"]
+    shared = components.Models(plain)  # answer_llm null = llm: the build engine answers, so it stays
+    components._MODELS["llm:" + components.node_key(build)] = Client("Qwen/Qwen3-8B")
+    assert shared.release_unused(EVAL) == ["Qwen/Qwen3-32B"]  # the other model: no role of this config uses it
+    assert "llm:" + components.node_key(build) in components._MODELS
