@@ -225,8 +225,9 @@ class EngineBudget:
     graphs: float
     non_torch: float
     kv_min: float | None        # one max_model_len sequence (vLLM refuses to start below it)
-    budget: float               # util x total (or the fixed KV cache's sum)
+    budget: float               # what the engine holds: util x total (or, with a fixed KV cache, the sum)
     kv: float | None            # what is left for the KV cache
+    requested: float = 0.0      # ceil(util x total): what must be free when it starts (vLLM's request_memory)
 
     @property
     def fixed(self) -> float:
@@ -246,17 +247,19 @@ def vllm_budget(e: Engine, card: Card) -> EngineBudget:
     if e.arch is not None:
         a = e.arch
         width = 3 * a.hidden + (a.heads + 2 * a.kv_heads + a.heads) * a.head_dim / e.tp + 3 * a.intermediate / e.tp
-        act = tokens * width * b + (0 if e.pooling else seqs * a.vocab * 4 * 2 / e.tp)
+        act = tokens * width * b + (0 if e.pooling else seqs * a.vocab * 4 * 2)  # logits gathered whole per rank
         kv_min = (e.max_model_len or 0) * a.kv_bytes_per_token(b, e.tp)
     graphs = 0.0 if e.eager else CUDA_GRAPH_GIB * GIB
     non_torch = NON_TORCH_GIB * GIB
+    requested = math.ceil(card.total * (e.util or 0))  # checked at start even with a fixed KV cache
     if e.kv_cache_bytes:
         kv = float(e.kv_cache_bytes)
         budget = weights + act + graphs + non_torch + kv
     else:
-        budget = math.ceil(card.total * (e.util or 0))
+        budget = requested
         kv = budget - weights - act - graphs - non_torch
-    return EngineBudget(weights, act, graphs, non_torch, kv_min, budget, kv if e.arch is not None else None)
+    return EngineBudget(weights, act, graphs, non_torch, kv_min, budget, kv if e.arch is not None else None,
+                        requested)
 
 
 def transformers_bytes(e: Engine, *, query: bool = False) -> tuple[float, float]:
@@ -380,13 +383,13 @@ def plan(engines: Sequence[Engine], card: Card, count: int = 1) -> Plan:
             b = p.budgets[e.name]
             for g in range(min(e.tp, count)):
                 have = free(g) - CUDA_CONTEXT_GIB * GIB  # the engine's own process context comes first
-                ok = have >= b.budget
+                ok = have >= b.requested
                 check = (f"GPU {g}: free {have / GIB:.1f} GiB {'>=' if ok else '<'} "
-                         f"{e.util} x {total / GIB:.1f} = {b.budget / GIB:.1f} GiB")
+                         f"{e.util} x {total / GIB:.1f} = {b.requested / GIB:.1f} GiB")
                 if not ok:
                     p.problems.append(f"{stage}: {e.name} cannot start on GPU {g}: free {have / GIB:.1f} GiB < "
                                       f"gpu_memory_utilization {e.util} x {total / GIB:.1f} GiB = "
-                                      f"{b.budget / GIB:.1f} GiB (vLLM's start-up check)")
+                                      f"{b.requested / GIB:.1f} GiB (vLLM's start-up check)")
                 res[g][f"{e.name} (vLLM)"] = b.budget + CUDA_CONTEXT_GIB * GIB
                 snapshot(stage, f"start {e.name}", check, ok)
         else:
