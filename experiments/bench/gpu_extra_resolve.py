@@ -73,7 +73,7 @@ def summarise(report: dict) -> dict:
 
 def resolve(pip: str, python: str, reqs: list[str], wheels: Path, work: Path, timeout: int) -> dict:
     report = work / f"report-{python}-{abs(hash(tuple(reqs)))}.json"
-    cmd = [pip, "install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report),
+    cmd = [pip, "install", "--dry-run", "--ignore-installed", "--report", str(report),
            "--python-version", python, *sum((["--platform", p] for p in PLATFORMS), []), "--only-binary=:all:",
            "--find-links", str(wheels), "--target", str(work / "target"), *reqs]
     t0 = time.monotonic()
@@ -93,6 +93,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pythons", default=",".join(PYTHONS))
     ap.add_argument("--timeout", type=int, default=900, help="seconds per resolution")
+    ap.add_argument("--alternatives-only", action="store_true",
+                    help="resolve only the FAISS GPU alternatives; keep the JSON's .[gpu] resolutions")
     args = ap.parse_args()
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
     with tempfile.TemporaryDirectory(prefix="gpu_extra_") as tmp:
@@ -104,7 +106,10 @@ def main() -> int:
         wheels = work / "wheels"
         run([pip, "wheel", "--no-deps", "--quiet", "-w", str(wheels), *SDISTS], args.timeout)
         pythons = [p for p in args.pythons.split(",") if p]
-        results = [resolve(pip, py, [".[gpu]"], wheels, work, args.timeout) for py in pythons]
+        if args.alternatives_only:
+            results = json.loads(OUT.read_text())["resolutions"]
+        else:
+            results = [resolve(pip, py, [".[gpu]"], wheels, work, args.timeout) for py in pythons]
         ok = [r for r in results if r["resolved"]]
         alt_py = "3.12" if any(r["python"] == "3.12" for r in ok) else (ok[0]["python"] if ok else pythons[0])
         base = [r for r in extra if not r.startswith("faiss")]
