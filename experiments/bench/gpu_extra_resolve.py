@@ -83,7 +83,7 @@ def resolve(pip: str, python: str, reqs: list[str], wheels: Path, work: Path, ti
     if res.returncode == 0:
         out.update(summarise(json.loads(report.read_text())))
     else:
-        lines = [ln for ln in res.stderr.splitlines() if ln.strip() and "is ignored" not in ln]
+        lines = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.strip() and "is ignored" not in ln]
         cause = [ln.strip() for ln in lines if "depends on" in ln or "ERROR" in ln or "requires" in ln.lower()]
         out["error"] = cause[:12] or lines[-12:]
     return out
