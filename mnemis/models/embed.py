@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 
 from mnemis import progress
-from mnemis.models.tiny import MINILM, locate_minilm, model_identity, require_path
+from mnemis.models.tiny import MINILM, locate_minilm, model_identity, require_path, resolve_local
 
 Kind = Literal["query", "document"]
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -100,11 +100,12 @@ class SentenceTransformerEmbedder:
             "auto" = "int8" on CPU, "same" on CUDA. A single short query on CPU is bound by reading the
             weights, so int8 reads a quarter of the bytes: see experiments/bench/system1_latency.py for
             the latency and experiments/bench/system1_recall.py for the recall it costs.
+        revision: the hub commit (or branch) of ``model``; None = main. The GPU configs pin commits.
     """
 
     def __init__(self, model: str = MINILM, *, device: str = "auto", dtype: str = "auto", batch_size: int = 64,
                  dim: int | None = None, query_instruction: str | None = None, normalize: bool = True,
-                 query_precision: QueryPrecision = "same") -> None:
+                 query_precision: QueryPrecision = "same", revision: str | None = None) -> None:
         from sentence_transformers import SentenceTransformer
 
         if model == MINILM:
@@ -113,7 +114,7 @@ class SentenceTransformerEmbedder:
             require_path(model, "embedder model")
             path, name = model, model
         self.device = pick_device(device)
-        self._model = SentenceTransformer(path, device=self.device)
+        self._model = SentenceTransformer(path, device=self.device, revision=revision)
         if self.device.startswith("cuda"):
             self._model = self._model.to(pick_dtype("float16" if dtype == "auto" else dtype, self.device))
         elif dtype not in ("auto", "float32", "fp32"):
@@ -124,7 +125,7 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self.query_instruction = query_instruction
         self.normalize = normalize
-        local = Path(path) if Path(path).exists() else None
+        local = Path(path) if Path(path).exists() else resolve_local(path, revision)
         self.model_id = f"{model_identity(name, local)}:{self.dim}"
         self.query_precision = resolve_query_precision(query_precision, self.device)
         self._query_model = query_model(self._model, self.query_precision)
@@ -147,6 +148,7 @@ class SentenceTransformerEmbedder:
             emb = model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
                                show_progress_bar=False, normalize_embeddings=False)
         emb = np.asarray(emb, dtype=np.float32)[:, : self.dim]
+        release_cached(str(self.device))
         return _l2(emb) if self.normalize else emb
 
     def _forward(self, model, texts: list[str]) -> np.ndarray:
@@ -194,25 +196,27 @@ def query_model(model, precision: str):
 class Qwen3Embedder:
     """Qwen3-Embedding: last-token pooling, query instruction, Matryoshka truncation + renormalisation.
 
-    Queries are formatted ``Instruct: {task}\\nQuery:{q}``; documents are embedded as is.
+    Queries are formatted ``Instruct: {task}\\nQuery:{q}``; documents are embedded as is. ``revision``: the hub
+    commit (or branch) of ``model``; None = main (the GPU configs pin commits).
     """
 
     def __init__(self, model: str = "Qwen/Qwen3-Embedding-0.6B", *, dim: int | None = 128, device: str = "auto",
                  dtype: str = "auto", batch_size: int = 32,
                  query_instruction: str = "Given a question, retrieve passages that answer it",
-                 max_length: int = 8192) -> None:
+                 max_length: int = 8192, revision: str | None = None) -> None:
         from transformers import AutoModel, AutoTokenizer
 
         require_path(model, "embedder model")
         self.device = pick_device(device)
-        self._tok = AutoTokenizer.from_pretrained(model, padding_side="left")
-        self._model = AutoModel.from_pretrained(model, dtype=pick_dtype(dtype, self.device)).to(self.device).eval()
+        self._tok = AutoTokenizer.from_pretrained(model, padding_side="left", revision=revision)
+        self._model = AutoModel.from_pretrained(model, dtype=pick_dtype(dtype, self.device),
+                                                revision=revision).to(self.device).eval()
         full = int(self._model.config.hidden_size)
         self.dim = matryoshka_dim(dim, full, model)
         self.batch_size = batch_size
         self.query_instruction = query_instruction
         self.max_length = max_length
-        self.model_id = f"{model_identity(model)}:{self.dim}"
+        self.model_id = f"{model_identity(model, revision=revision)}:{self.dim}"
 
     def format(self, text: str, kind: Kind) -> str:
         return f"Instruct: {self.query_instruction}\nQuery:{text}" if kind == "query" else text
@@ -239,7 +243,18 @@ class Qwen3Embedder:
                     bar.update(len(idx))
         if bar is not None:
             bar.close()
+        release_cached(self.device)
         return _l2(out)
+
+
+def release_cached(device: str) -> None:
+    """Hand the caching allocator's free blocks back to CUDA after a batch of batches: the longest batch's
+    activations would otherwise stay reserved, and a vLLM engine started next (the build's LLM after the episodes
+    are embedded) finds that much less free memory at its start-up check (:mod:`mnemis.gpu_plan`)."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
 
 
 def last_token_pool(hidden, attention_mask):

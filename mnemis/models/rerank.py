@@ -83,11 +83,13 @@ class CausalLMReranker:
         device, dtype: as for the embedders ("auto" = CUDA+bf16 when available).
         batch_size: pairs per forward pass.
         max_length: token budget per pair (the document part is truncated).
+        revision: the hub commit (or branch) of ``model``; None = main. The GPU configs pin commits.
     """
 
     def __init__(self, model: str = "Qwen/Qwen3-Reranker-0.6B", *,
                  instruction: str = "Given a question, judge whether the passage helps answer it",
-                 device: str = "auto", dtype: str = "auto", batch_size: int = 16, max_length: int = 2048) -> None:
+                 device: str = "auto", dtype: str = "auto", batch_size: int = 16, max_length: int = 2048,
+                 revision: str | None = None) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from mnemis.models.embed import pick_device, pick_dtype
@@ -101,13 +103,14 @@ class CausalLMReranker:
             path = model
             self.model_id = ""
         self.device = pick_device(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+        self.tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left", revision=revision)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        lm = AutoModelForCausalLM.from_pretrained(path, dtype=pick_dtype(dtype, self.device)).to(self.device).eval()
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=pick_dtype(dtype, self.device),
+                                                  revision=revision).to(self.device).eval()
         self._base = getattr(lm, lm.base_model_prefix)
         if not self.model_id:  # after loading, so a freshly downloaded HF id resolves to its files
-            local = resolve_local(model)
+            local = resolve_local(model, revision)
             self.model_id = "rerank:" + (model_identity(model, local) if local is not None else f"{model}@unresolved")
         self.yes_id, self.no_id = self._token_id("yes"), self._token_id("no")
         head = lm.get_output_embeddings()
@@ -161,26 +164,27 @@ class CrossEncoderReranker:
         device, dtype: as for the embedders ("auto" = CUDA + bf16 when available).
         batch_size: pairs per forward pass.
         max_length: token budget per pair.
+        revision: the hub commit (or branch) of ``model``; None = main. The GPU configs pin commits.
     """
 
     def __init__(self, model: str = "BAAI/bge-reranker-v2-m3", *, device: str = "auto", dtype: str = "auto",
-                 batch_size: int = 32, max_length: int = 1024) -> None:
+                 batch_size: int = 32, max_length: int = 1024, revision: str | None = None) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         from mnemis.models.embed import pick_device, pick_dtype
 
         require_path(model, "reranker model")
         self.device = pick_device(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(model)
+        self.tokenizer = AutoTokenizer.from_pretrained(model, revision=revision)
         self._model = AutoModelForSequenceClassification.from_pretrained(
-            model, dtype=pick_dtype(dtype, self.device)).to(self.device).eval()
+            model, dtype=pick_dtype(dtype, self.device), revision=revision).to(self.device).eval()
         labels = int(self._model.config.num_labels)
         if labels not in (1, 2):
             raise ValueError(f"reranker {model}: a cross-encoder needs 1 or 2 output labels, this one has {labels}")
         self.labels = labels
         self.batch_size = batch_size
         self.max_length = max_length
-        local = resolve_local(model)
+        local = resolve_local(model, revision)
         self.model_id = "rerank:" + (model_identity(model, local) if local is not None else f"{model}@unresolved")
 
     def score(self, query: str | Sequence[str], documents: Sequence[str]) -> np.ndarray:

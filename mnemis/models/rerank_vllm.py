@@ -41,20 +41,22 @@ class VLLMReranker:
         tensor_parallel_size, enforce_eager, max_num_seqs: passed to ``vllm.LLM``.
         cpu_threads_bind: on CPU only, the cores the model's threads are bound to (``all`` by default:
             :mod:`mnemis.models.llm.cpu_threads`).
+        revision: the hub commit (or branch) of ``model``; None = main. The GPU configs pin commits.
     """
 
     def __init__(self, model: str = "Qwen/Qwen3-Reranker-8B", *,
                  instruction: str = "Given a question, judge whether the passage helps answer it",
                  max_length: int = 4096, dtype: str = "auto", gpu_memory_utilization: float = 0.2,
                  tensor_parallel_size: int = 1, enforce_eager: bool = False, max_num_seqs: int | None = None,
-                 cpu_threads_bind: str | None = DEFAULT_BIND, **engine_kwargs: Any) -> None:
+                 cpu_threads_bind: str | None = DEFAULT_BIND, revision: str | None = None,
+                 **engine_kwargs: Any) -> None:
         require_path(model, "reranker model")
         from vllm import LLM
 
         kwargs: dict[str, Any] = dict(model=model, runner="pooling", hf_overrides=dict(HF_OVERRIDES), dtype=dtype,
                                       max_model_len=max_length, gpu_memory_utilization=gpu_memory_utilization,
                                       tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager,
-                                      **engine_kwargs)
+                                      revision=revision, tokenizer_revision=revision, **engine_kwargs)
         if max_num_seqs is not None:
             kwargs["max_num_seqs"] = max_num_seqs
         ranks = tensor_parallel_size * int(engine_kwargs.get("pipeline_parallel_size") or 1)
@@ -63,7 +65,7 @@ class VLLMReranker:
         self.tokenizer = self._llm.get_tokenizer()
         self.instruction = instruction
         self.max_length = max_length
-        local = resolve_local(model)
+        local = resolve_local(model, revision)
         # the same identity as the transformers path: same weights, same formatted tokens, same scores
         self.model_id = "rerank:" + (model_identity(model, local) if local is not None else f"{model}@unresolved")
 

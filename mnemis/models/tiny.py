@@ -177,8 +177,9 @@ def weights_fingerprint(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()[:16]
 
 
-def resolve_local(model: str) -> Path | None:
-    """Local folder for ``model``: an existing path, or an HF id already in the local hub cache."""
+def resolve_local(model: str, revision: str | None = None) -> Path | None:
+    """Local folder for ``model``: an existing path, or an HF id already in the local hub cache (at ``revision``,
+    a commit or branch; None = main)."""
     p = Path(model).expanduser()
     if p.exists():
         return p
@@ -186,15 +187,15 @@ def resolve_local(model: str) -> Path | None:
         try:
             from huggingface_hub import snapshot_download
 
-            return Path(snapshot_download(model, local_files_only=True))
+            return Path(snapshot_download(model, revision=revision, local_files_only=True))
         except Exception:  # noqa: BLE001 - not cached locally
             return None
     return None
 
 
-def model_identity(model: str, local: str | os.PathLike[str] | None = None) -> str:
+def model_identity(model: str, local: str | os.PathLike[str] | None = None, revision: str | None = None) -> str:
     """``name@fingerprint`` for cache keys; never contains a local path."""
-    path = Path(local) if local is not None else resolve_local(model)
+    path = Path(local) if local is not None else resolve_local(model, revision)
     name = model if not Path(model).expanduser().exists() else Path(model).expanduser().resolve().name
     if path is None:
         return f"{name}@unresolved"

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from mnemis.prompts.categorize import bounded_categorization
+from mnemis.prompts.categorize_two_step import NAME_CHARS, node_key, placement_schema, proposal_count, proposal_schema
 from mnemis.prompts.dedup_facts import FactDecisions
 from mnemis.prompts.describe_category import CategoryDescription
 from mnemis.prompts.entity_attributes import EntityAttributes
@@ -49,6 +50,7 @@ def stage_reply_schemas(cfg: dict[str, Any]) -> dict[str, tuple[type[BaseModel],
         "entity_attributes": (EntityAttributes, ing["entity_attributes"]),
         "categorize": (bounded_categorization(hier["batch_size"]), hier["categorize_sampling"]["max_tokens"]),
         "describe_category": (CategoryDescription, hier["describe_sampling"]["max_tokens"]),
+        **_two_step_schemas(hier),
         "select": (select, s2["max_tokens"]),
         "judge_locomo": (JudgeVerdict, cfg["judge"]["max_tokens"]),
         "judge_locomo_generous": (JudgeVerdict, cfg["judge"]["max_tokens"]),
@@ -65,4 +67,20 @@ def stage_reply_schemas(cfg: dict[str, Any]) -> dict[str, tuple[type[BaseModel],
         "mem0g_entities": (GraphEntities, cfg["mem0g"]["max_tokens"]["mem0g_entities"]),
         "mem0g_relations": (GraphRelations, cfg["mem0g"]["max_tokens"]["mem0g_relations"]),
         "mem0g_conflicts": (ObsoleteRelations, cfg["mem0g"]["max_tokens"]["mem0g_conflicts"]),
+    }
+
+
+def _two_step_schemas(hier: dict[str, Any]) -> dict[str, tuple[type[BaseModel], Any]]:
+    """The two-step categoriser's stages at their largest: a full batch of ``batch_size`` nodes, the most names
+    the proposal may ask for, each name and node key at its longest. None when the config categorises in one step."""
+    if hier.get("categorizer") != "two_step":
+        return {}
+    n = int(hier["batch_size"])
+    least, most = proposal_count(n, int(hier["propose_children"]), int(hier["min_children"]))
+    keys = tuple(node_key(k, "x" * 64) for k in range(1, n + 1))
+    names = tuple(f"{k:0{NAME_CHARS}d}"[-NAME_CHARS:] for k in range(most))
+    return {
+        "hierarchy.propose": (proposal_schema(least, most), hier["propose_sampling"]["max_tokens"]),
+        "hierarchy.assign": (placement_schema(keys, names, int(hier["max_parents"])),
+                             hier["assign_sampling"]["max_tokens"]),
     }

@@ -432,19 +432,3 @@ def merge_sweep(sweep: str | Path) -> list[Path]:
         merge_runs(runs, out)
         outs.append(out)
     return outs
-
-
-try:  # the sweep-end hook (Hydra is a dependency; the guard keeps this module importable on its own)
-    from hydra.experimental.callback import Callback
-except ImportError:  # pragma: no cover
-    Callback = object  # type: ignore[assignment,misc]
-
-
-class MergeCallback(Callback):  # type: ignore[misc]
-    """``mnemis merge`` over the sweep's shards when a multirun ends (conf/hydra/default.yaml); a gap stops the
-    sweep with the merge's error (naming the shard, group or method)."""
-
-    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        sweep = Path(str(config.hydra.sweep.dir))
-        for out in merge_sweep(sweep):
-            print(f"merged shards: {out / 'report.md'}")

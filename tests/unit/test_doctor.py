@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mnemis.app import doctor, inventory
-from mnemis.app.doctor import GIB, ModelNeed, ModelStatus, memory_plan, model_needs, name_params
+from mnemis.app.doctor import GIB, ModelNeed, model_needs, name_params
 from mnemis.config import compose_for_checks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,7 +35,8 @@ def _cuda() -> bool:
 def test_model_needs_of_the_paper_config():
     plain, launcher = compose_for_checks(["experiment=paper_locomo_k10"])
     needs = {n.role: n for n in model_needs(plain)}
-    assert needs["llm"].model == "Qwen/Qwen3-8B" and needs["llm"].kind == "hub" and needs["llm"].vllm_share == 0.85
+    assert needs["llm"].model == "Qwen/Qwen3-8B" and needs["llm"].kind == "hub" and needs["llm"].vllm_share == 0.60
+    assert needs["llm"].roles[:2] == ("llm", "categoriser") and "answer_llm" in needs["llm"].roles
     assert needs["reranker"].model == "Qwen/Qwen3-Reranker-8B" and needs["reranker"].dtype == "bfloat16"
     assert needs["embedder"].model == "Qwen/Qwen3-Embedding-0.6B"
     assert doctor.needs_gpu(list(needs.values()))
@@ -63,20 +64,37 @@ def test_name_params():
     assert name_params("BAAI/bge-m3") is None
 
 
-def test_memory_plan_verdict_and_suggestion():
-    llm = ModelStatus(ModelNeed("llm", "Qwen/Qwen3-8B", "main", "hub", "bfloat16", vllm_share=0.85), False, None,
-                      8_000_000_000, 4096, "model name")
-    rer = ModelStatus(ModelNeed("reranker", "Qwen/Qwen3-Reranker-8B", "main", "hub", "bfloat16", batch_size=16,
-                                max_length=4096), False, None, 8_000_000_000, 4096, "model name")
-    # side: 1 GiB context + 16 GB weights + 16 x 4096 x 4096 x 8 x 2 B activations = 4 GiB
-    side = 1 * GIB + 16e9 + 16 * 4096 * 4096 * 8 * 2
-    status, detail, suggested = memory_plan([llm, rer], 80 * GIB)
-    assert status == "FAIL" and "lower gpu_memory_utilization" in detail
-    assert suggested == int((80 * GIB - side) / (80 * GIB) * 100) / 100
-    status, _, fits = memory_plan([llm, rer], 200 * GIB)
-    assert status == "ok" and 0.85 < fits <= 0.95
-    status, detail, _ = memory_plan([llm, rer], 110 * GIB)  # the weights fit, the worst-case activations do not
-    assert status == "warn" and "to be safe" in detail
+def test_the_gpu_plan_of_the_paper_config_names_every_engine_and_fits_the_cards(capsys):
+    """`mnemis doctor ... gpu=<card>` plans without the card: the paper config fits an H200 and an H100 80GB;
+    on an L40S it is refused with the numbers (the reranker's batch does not fit beside the engine)."""
+    args = ["experiment=paper_locomo_k10"]
+    doctor.doctor_command([*args, "gpu=h200"])
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if "gpu memory" in ln)
+    assert row.startswith("ok") and "NVIDIA H200 (139.7 GiB)" in row and "reranker 15.3 GiB" in row and "fits" in row
+    doctor.doctor_command([*args, "gpu=l40s"])
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if "gpu memory" in ln)
+    assert row.startswith("FAIL") and "reranker runs out of memory on GPU 0: 15.3 GiB weights" in row
+    doctor.doctor_command([*args, "gpu=h300"])
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.split()[1:2] == ["gpu"])
+    assert row.startswith("FAIL") and "h100-80gb" in row
+
+
+def test_a_selector_that_differs_from_llm_is_fetched_listed_and_planned(capsys):
+    """+llm@selector_llm=qwen3_32b_vllm: the 32B model is a model need (fetched, checked) and an engine of the
+    plan; beside the 8B engine at 0.60 it cannot start (vLLM's check, with the numbers); with fractions that sum
+    it fits two H200s."""
+    plain, _ = compose_for_checks(["experiment=paper_locomo_k10", "+llm@selector_llm=qwen3_32b_vllm"])
+    needs = {n.role: n for n in model_needs(plain)}
+    assert needs["selector_llm"].model == "Qwen/Qwen3-32B" and needs["selector_llm"].vllm_share == 0.60
+    assert needs["selector_llm"].revision == "9216db5781bf21249d130ec9da846c4624c16137"
+    assert doctor.doctor_command(["experiment=paper_locomo_k10", "+llm@selector_llm=qwen3_32b_vllm", "gpu=h200x2"]) == 1
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if "gpu memory" in ln)
+    assert "selector_llm cannot start on GPU 0: free 50.7 GiB < gpu_memory_utilization 0.6 x 139.7 GiB" in row
+    assert "llm.backend.gpu_memory_utilization=0.2" in row and "selector_llm.backend.gpu_memory_utilization=0.4" in row
+    doctor.doctor_command(["experiment=paper_locomo_k10", "+llm@selector_llm=qwen3_32b_vllm", "gpu=h200x2",
+                           "llm.backend.gpu_memory_utilization=0.3", "selector_llm.backend.gpu_memory_utilization=0.45"])
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if "gpu memory" in ln)
+    assert row.startswith("ok") and "selector_llm" in row
 
 
 def test_doctor_on_a_cpu_machine_names_the_missing_gpu_and_weights(monkeypatch, capsys):
@@ -85,8 +103,8 @@ def test_doctor_on_a_cpu_machine_names_the_missing_gpu_and_weights(monkeypatch, 
     lines = capsys.readouterr().out.splitlines()
     if not _cuda():
         assert any(line.startswith("FAIL") and "needs a CUDA GPU" in line for line in lines)
-    if doctor.local_snapshot(ModelNeed("llm", "Qwen/Qwen3-8B", "main", "hub")) is None:
-        assert any(line.startswith("FAIL") and "Qwen/Qwen3-8B@main weights missing" in line for line in lines)
+    if doctor.local_snapshot(ModelNeed("llm", "Qwen/Qwen3-8B", "b968826d9c46dd6066d109eabc6255188de91218", "hub")) is None:
+        assert any(line.startswith("FAIL") and "Qwen/Qwen3-8B@b968826d9c46dd6066d109eabc6255188de91218 weights missing" in line for line in lines)
     assert "blocking" in lines[-1] and any("launcher" in line for line in lines)
 
 
@@ -152,8 +170,9 @@ def test_models_list_and_fetch_with_a_mocked_hub(monkeypatch, capsys):
     assert "Qwen/Qwen3-8B" in out and "16.0 GiB" in out and "8.19B params" in out and "missing" in out
     assert "unknown" in out  # the embedder: no size from the (mocked) hub
     assert doctor.models_command(["fetch", "experiment=paper_locomo_k10"]) == 0
-    assert sorted(calls) == [("Qwen/Qwen3-8B", "main"), ("Qwen/Qwen3-Embedding-0.6B", "main"),
-                             ("Qwen/Qwen3-Reranker-8B", "main")]
+    assert sorted(calls) == [("Qwen/Qwen3-8B", "b968826d9c46dd6066d109eabc6255188de91218"),
+                             ("Qwen/Qwen3-Embedding-0.6B", "97b0c614be4d77ee51c0cef4e5f07c00f9eb65b3"),
+                             ("Qwen/Qwen3-Reranker-8B", "5fa94080caafeaa45a15d11f969d7978e087a3db")]
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert doctor.models_command(["fetch", "experiment=paper_locomo_k10"]) == 1
     assert "offline" in capsys.readouterr().err
@@ -170,12 +189,12 @@ def test_online_doctor_tells_fetchable_from_unknown_and_plans_the_gpu(monkeypatc
     monkeypatch.setattr(inventory, "local_snapshot", lambda need: None)
     monkeypatch.setattr(inventory, "hub_metadata", lambda need: (None, None) if "Reranker" in need.model
                         else (16 * GIB, 8_000_000_000))
-    monkeypatch.setattr(doctor, "gpu_info", lambda: ("NVIDIA H100 80GB HBM3", 80.0 * GIB))
+    monkeypatch.setattr(doctor, "gpus_present", lambda: [("NVIDIA L40S", 46068 * 1024**2)])
     rows = {r.name: r for r in doctor.checks(plain, launcher, online=True)}
     assert rows["model llm"].status == "warn" and "fetched on first use" in rows["model llm"].detail
     assert rows["model reranker"].status == "FAIL" and "does not answer" in rows["model reranker"].detail
     gpu = rows["gpu memory"]
-    assert gpu.status == "FAIL" and "H100" in gpu.detail and "llm.backend.gpu_memory_utilization=0." in gpu.detail
+    assert gpu.status == "FAIL" and "1 x NVIDIA L40S (45.0 GiB)" in gpu.detail and "reranker.batch_size" in gpu.detail
 
 
 def test_the_rehearsal_override_runs_on_cpu_only_with_the_cpu_vllm(monkeypatch, tmp_path):

@@ -79,8 +79,9 @@ class VLLMBackend:
         )
         if compact_json and "structured_outputs_config" not in engine_kwargs:  # an engine-level switch in vLLM
             self._engine_kwargs["structured_outputs_config"] = {"backend": "xgrammar", "disable_any_whitespace": True}
-        if data_parallel_size != 1:
-            self._engine_kwargs["data_parallel_size"] = data_parallel_size
+        if data_parallel_size != 1:  # vLLM 0.32's LLM refuses single-process data parallel
+            raise ValueError(f"data_parallel_size={data_parallel_size}: vLLM's in-process LLM runs one replica; serve "
+                             "replicas with `vllm serve --data-parallel-size N` and use llm=vllm_serve_shared")
         self.cpu_threads_bind = cpu_threads_bind
         self.in_process = in_process
         self._ranks = tensor_parallel_size * data_parallel_size * int(engine_kwargs.get("pipeline_parallel_size") or 1)
@@ -100,10 +101,11 @@ class VLLMBackend:
     @property
     def model_id(self) -> str:
         if self._identity is None:
-            local = resolve_local(self._model_path())
+            revision = self._engine_kwargs.get("revision")
+            local = resolve_local(self._model_path(), revision)
             if local is None:  # HF id not downloaded yet: starting the engine fetches it
                 self._engine()
-                local = resolve_local(self._model_path())
+                local = resolve_local(self._model_path(), revision)
             name = self.model if not Path(self.model).exists() else Path(self.model).resolve().name
             self._identity = model_identity(name, local) if local is not None else f"{name}@unresolved"
         return self._identity

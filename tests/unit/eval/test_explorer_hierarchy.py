@@ -10,7 +10,7 @@ from mnemis.eval.explorer import explorer_data, graph_snapshot, system2_brought,
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Category, CategoryEdge, Entity
 from tests.helpers.eval import browser as headless_browser
-from tests.unit.eval.test_explorer_html import G, _run_dir
+from tests.helpers.explorer_run import G, _run_dir
 
 
 def _with_walk(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mnemis.retrieve.fuse import Fuser
-from mnemis.types import Hit, Question, RetrievedContext
+from tests.helpers.fusion import Q, s1_ctx, s2_ctx
 from tests.helpers.system2 import OverlapReranker, build_store, cid, eid, ep_id
 
 
@@ -14,26 +14,6 @@ def store(tmp_path):
     s = build_store(tmp_path / "m.db")
     yield s
     s.close()
-
-
-def Q(text, group="g1", n=0):
-    return Question(group_id=group, id=f"{group}-q{n}", question=text, answer="", category="1")
-
-
-def hits(kind, ids, key):
-    return [Hit(id=i, kind=kind, score=1.0 / (r + 1), scores={key: 1.0 / (r + 1)}) for r, i in enumerate(ids)]
-
-
-def s1_ctx(q, eps=(), ents=(), facts=()):
-    return RetrievedContext(question_id=q.id, group_id=q.group_id, episodes=hits("episode", eps, "rrf"),
-                            entities=hits("entity", ents, "rrf"), facts=hits("fact", facts, "rrf"))
-
-
-def s2_ctx(q, eps=(), ents=(), facts=(), flags=()):
-    ent_hits = [Hit(id=i, kind="category" if i.startswith("cat_") else "entity", score=1.0, scores={"s2": 1.0})
-                for i in ents]
-    return RetrievedContext(question_id=q.id, group_id=q.group_id, episodes=hits("episode", eps, "s2"),
-                            entities=ent_hits, facts=hits("fact", facts, "s2"), flags=list(flags))
 
 
 def test_union_dedups_by_id_and_merges_scores(store):

@@ -8,7 +8,7 @@ import pytest
 from mnemis.retrieve.fuse import Fuser
 from tests.helpers.compose import plain_config
 from tests.helpers.system2 import OverlapReranker, build_store, ep_id
-from tests.unit.retrieve.test_fuse import Q, s1_ctx, s2_ctx
+from tests.helpers.fusion import Q, s1_ctx, s2_ctx
 
 
 @pytest.fixture

@@ -27,9 +27,24 @@ def test_a_scripted_build_has_several_layers(tmp_path):
     msgs = [{"speaker": "Ann", "text": f"{a} met {b} near {c}.", "time": f"2024-05-01T10:{i:02d}"}
             for i, (a, b, c) in enumerate(zip(NAMES, NAMES[6:] + NAMES[:6], NAMES[12:] + NAMES[:12]))]
     with Memory.from_models(scripted_hierarchy_llm(), emb, CosineReranker(embedder=emb), path=tmp_path / "m.db",
-                            overrides=["experiment=quickstart"]) as mem:
+                            overrides=["experiment=quickstart", "hierarchy.top_width=null"]) as mem:  # every layer
         mem.add("g", msgs)
         metrics = mem.organize(["g"])["g"]
         entities = mem.counts("g")["entities"]
     assert entities >= 18 and metrics["layers"] >= 2
     assert metrics["nodes_per_layer"][1] < entities / 3  # groups of about six
+
+
+def test_the_two_step_categoriser_gets_the_same_groups():
+    from mnemis.prompts.categorize_two_step import node_key, render_assign, render_propose
+    from mnemis.scale.hierarchy_rules import two_step_reply
+    from mnemis.prompts.categorize import NodeView
+
+    nodes = [NodeView(n, ["Thing"]) for n in NAMES[:13]]
+    proposal = two_step_reply(LLMRequest(messages=render_propose(nodes, 1, least=2, most=4),
+                                         stage="hierarchy.propose"))
+    assert proposal == {"categories": ["Kalo cluster 1", "Torni cluster 1"]}
+    placed = two_step_reply(LLMRequest(messages=render_assign(nodes, 1, proposal["categories"]),
+                                       stage="hierarchy.assign"))["placements"]
+    assert list(placed) == [node_key(k, n) for k, n in enumerate(NAMES[:13], start=1)]
+    assert [v[0] for v in placed.values()] == ["Kalo cluster 1"] * 6 + ["Torni cluster 1"] * 7

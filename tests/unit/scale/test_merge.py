@@ -259,7 +259,7 @@ def test_merge_keeps_roles_leniency_and_unions_the_cache_archives(tmp_path, grou
 def test_the_sweep_end_callback_merges_the_shards_and_stops_on_a_gap(tmp_path, groups):
     from omegaconf import OmegaConf
 
-    from mnemis.scale.merge import MergeCallback
+    from mnemis.app.sweep_end import MergeCallback
 
     sweep = tmp_path / "sweep"
     dirs = _split(sweep, groups, 3)
