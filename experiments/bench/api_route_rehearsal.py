@@ -27,7 +27,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 RUN = ["experiment=paper_locomo_k10", "llm=openai_compat", "llm.backend.model=peer", "llm.backend.extra_body=null",
        "judge_llms.paper=${llm}", "embedder=minilm", "reranker=smollm2_cpu", "dataset.slice.groups=[conv-26]",
-       "dataset.slice.sessions=[1,1]", "judge.leniency.n=2"]
+       "dataset.slice.sessions=[1,1]", "judge.leniency.n=2",
+       "ingest.builder=mnemis"]  # our builder: its requests go through our LLM layer (graphiti-core has its own client)
 BUDGET_WORDS = ("clamped", "refused", "JSON schema", "max_tokens", "window")
 
 
