@@ -245,8 +245,9 @@ def check_coverage(runs: Sequence[Path], configs: Mapping[Path, Mapping[str, Any
 
 
 def merge_archives(paths: Sequence[str | Path], out: str | Path) -> dict[str, Any]:
-    """Union of response-cache archives (gzip JSON lines with ``kind`` and ``key``): one line per (kind, key),
-    sorted by key within each kind, the first file's line where two differ; returns counts and conflicts."""
+    """Union of response-cache archives (gzip JSON lines with ``kind`` and ``key``; a model identity row is keyed
+    by its cache and config node): one line per (kind, key), sorted by key within each kind, the first file's line
+    where two differ; returns counts and conflicts."""
     import gzip
 
     kinds: dict[str, dict[str, str]] = {}
@@ -256,7 +257,8 @@ def merge_archives(paths: Sequence[str | Path], out: str | Path) -> dict[str, An
             for n, line in enumerate(fh, start=1):
                 try:
                     row = json.loads(line)
-                    kind, key = str(row["kind"]), str(row["key"])
+                    kind = str(row["kind"])
+                    key = str(row["key"]) if kind != "identity" else json.dumps([row["cache"], row["node"]])
                 except (ValueError, KeyError, TypeError) as exc:
                     raise MergeError(f"{path}: line {n}: not an archive entry ({exc})") from None
                 have = kinds.setdefault(kind, {})

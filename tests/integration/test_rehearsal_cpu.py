@@ -29,7 +29,10 @@ def _rehearse(tmp_path: Path, experiment: str, *extra: str) -> dict:
     cmd = [sys.executable, "-m", "mnemis.app.cli", "run", f"experiment={experiment}", "models=random_same_arch",
            "judge.leniency.n=2", f"paths.cache_dir={cache}", f"paths.artifacts_dir={tmp_path}/artifacts",
            f"paths.shared_data_dir={REPO.parent / 'shared' / 'data'}", f"hydra.run.dir={tmp_path}/run",
-           "+llm.backend.in_process=true", *extra]  # the engine core in this process: ~25 s less start-up
+           "+llm.backend.in_process=true",  # the engine core in this process: ~25 s less start-up
+           # our builder: random weights give graphiti-core nothing to parse (its path is tested end to end against
+           # a scripted server in tests/unit/ingest/test_graphiti_builder.py)
+           "ingest.builder=mnemis", *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=900, env=env)
     assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-4000:])

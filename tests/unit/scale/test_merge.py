@@ -256,6 +256,25 @@ def test_merge_keeps_roles_leniency_and_unions_the_cache_archives(tmp_path, grou
     assert shards["cache_archive"]["conflicts"] == 0 and shards["coverage"]["n_shards"] == 2
 
 
+def test_archives_with_embeddings_token_counts_and_identities_merge(tmp_path):
+    """Every kind a run's archive carries: identity rows (keyed by cache and node) kept once per node."""
+    import gzip
+
+    from mnemis.scale.merge import merge_archives
+
+    ident = {"kind": "identity", "cache": "embed", "node": "{minilm}", "identity": "minilm@abc", "dim": 384}
+    rows = [[{"kind": "llm", "key": "a", "text": "x"}, {"kind": "tokens", "key": "t1", "n": 5}, ident],
+            [{"kind": "embed", "key": "e1", "n": 1, "dim": 2, "vecs": "AAAA"}, ident,
+             {**ident, "cache": "rerank", "identity": "smollm2@def"}]]
+    paths = []
+    for k, shard in enumerate(rows):
+        paths.append(tmp_path / f"a{k}.jsonl.gz")
+        with gzip.open(paths[-1], "wt") as fh:
+            fh.write("".join(json.dumps(r) + "\n" for r in shard))
+    got = merge_archives(paths, tmp_path / "out.jsonl.gz")
+    assert got["entries"] == {"llm": 1, "tokens": 1, "identity": 2, "embed": 1} and got["conflicts"] == 0
+
+
 def test_the_sweep_end_callback_merges_the_shards_and_stops_on_a_gap(tmp_path, groups):
     from omegaconf import OmegaConf
 
