@@ -276,7 +276,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for label, code in codes.items():
             git = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True,
                                  text=True)
-            probed = {"code": str(code), "commit": git.stdout.strip() or None, "profiles": {}}
+            # the checkout is named by its commit (a folder path is this machine's, not the result's)
+            probed = {"code": "this checkout" if Path(code).resolve() == REPO else "another checkout",
+                      "commit": git.stdout.strip() or None, "profiles": {}}
             for name in args.profiles:
                 probed["profiles"][name] = run_profile(name, work / label / name, code, args.locomo_dir, extra,
                                                        args.timeout_s)

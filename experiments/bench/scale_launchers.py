@@ -215,7 +215,8 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="scale_launchers_"))
     result = run_all(spec, work, delay_s=args.delay, kill_after=args.kill_after,
                      only=tuple(args.only) if args.only is not None else None)
-    result["command"] = "python " + " ".join(sys.argv)
+    argv = [a for k, a in enumerate(sys.argv) if a != "--work" and (k == 0 or sys.argv[k - 1] != "--work")]
+    result["command"] = "python " + " ".join(argv)  # the scratch folder (--work) is this machine's, not the result's
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
