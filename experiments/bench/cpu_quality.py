@@ -454,8 +454,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--replay", action="store_true",
                     help="rerun the modes of --out from its cache archive (replay_only: no model call) and check "
                          "every figure; exit 1 on a difference")
+    ap.add_argument("--refill", type=Path, default=None, metavar="WORK",
+                    help="re-measure the modes of --out on this machine with the model loaded and its archive as "
+                         "the response cache (only requests this machine builds differently reach the model), in "
+                         "the resumable folder WORK; writes the new figures and archive")
     ap.add_argument("overrides", nargs="*", help="hydra overrides after --, e.g. dataset.slice.sessions=[1,1]")
     args = ap.parse_args(argv)
+    if args.refill is not None:
+        return refill(args.out, args.refill)
     if args.replay:
         return replay(args.out, args.runs_dir, rearchive_to=args.archive)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -667,13 +673,7 @@ def replay(out: Path, runs_dir: Path, *, rearchive_to: bool = False) -> int:
         if was.get("kept_from"):  # measured by an earlier run whose replies the archive need not hold
             print(f"{mode}: kept from an earlier run ({was['kept_from']}); not replayed")
             continue
-        kept = [o for o in saved.get("overrides", []) if not o.startswith(_REPLAY_KEYS)]
-        methods = [f"methods=[{','.join(was['methods'])}]"] if was.get("methods") else []
-        budgets = [f"ingest.max_tokens.{k}={v}" for k, v in (was.get("reply_budgets") or {}).items()]
-        budgets += [f"reply_budget={was['reply_budget_policy']}"] if was.get("reply_budget_policy") else []
-        overrides = [*kept, *budgets, *methods, "cache_mode=replay_only",
-                     f"paths.cache_dir={work / 'cache'}",
-                     f"paths.artifacts_dir={work / 'artifacts'}"]
+        overrides = replay_overrides(saved, mode, work / "cache", work / "artifacts", "replay_only")
         try:
             run_mode(mode, saved["experiment"], work / "runs" / mode, overrides, stderr_path=work / f"{mode}.stderr")
         except subprocess.CalledProcessError as exc:
@@ -699,6 +699,61 @@ def replay(out: Path, runs_dir: Path, *, rearchive_to: bool = False) -> int:
         return 1
     if rearchive_to:
         rearchive(out, work / "cache", [work / "runs" / m for m in saved["modes"]])
+    return 0
+
+
+def replay_overrides(saved: dict[str, Any], mode: str, cache: Path, artifacts: Path, cache_mode: str) -> list[str]:
+    """The overrides that rerun ``mode`` of a saved JSON as it ran (its budgets and methods) against ``cache``."""
+    was = saved["modes"][mode]
+    kept = [o for o in saved.get("overrides", []) if not o.startswith(_REPLAY_KEYS)]
+    methods = [f"methods=[{','.join(was['methods'])}]"] if was.get("methods") else []
+    budgets = [f"ingest.max_tokens.{k}={v}" for k, v in (was.get("reply_budgets") or {}).items()]
+    budgets += [f"reply_budget={was['reply_budget_policy']}"] if was.get("reply_budget_policy") else []
+    return [*kept, *budgets, *methods, f"cache_mode={cache_mode}", f"paths.cache_dir={cache}",
+            f"paths.artifacts_dir={artifacts}"]
+
+
+def refill(out: Path, work: Path) -> int:
+    """Re-measure every mode of ``out`` on this machine from its archive: the same runs with the model loaded and
+    the archive as the response cache, so the model answers only the requests this machine builds differently
+    (an old archive without embeddings, made on another CPU). Resumable: rerun with the same ``work`` after a stop.
+    The new figures replace the old in ``out`` (the old ones kept as ``figures_before_refill``), the cache is
+    written back as the archive, and ``refill`` records the machine and, per stage, the replies the model added."""
+    from mnemis.models.cache_archive import export_archive, import_archive, stage_counts
+
+    saved = json.loads(out.read_text())
+    archive = archive_path(out)
+    cache = work / "cache"
+    if not (work / "imported.json").is_file():
+        if not archive.is_file():
+            raise SystemExit(f"{out}: no cache archive at {archive} (run with --archive first)")
+        import_archive(archive, cache)
+        (work / "imported.json").write_text(json.dumps(stage_counts(cache), indent=1))
+    before = json.loads((work / "imported.json").read_text())
+    t0 = time.perf_counter()
+    for mode, was in list(saved["modes"].items()):
+        if was.get("kept_from"):
+            continue
+        run_dir = work / "runs" / mode
+        run_mode(mode, saved["experiment"], run_dir,
+                 replay_overrides(saved, mode, cache, work / "artifacts", "readwrite"))
+        now = summarize(run_dir)
+        now["figures_before_refill"] = {k: was[k] for k in ("accuracy", "token_f1", "evidence_recall") if k in was}
+        for k in ("logged_stage_wall_s", "baselines_model_run"):  # the original sittings' timers stay
+            if k in was:
+                now[k] = was[k]
+        saved["modes"][mode] = now
+    after = stage_counts(cache)
+    added = {st: after[st]["replies"] - before.get(st, {}).get("replies", 0) for st in after}
+    counts = export_archive(cache, archive)
+    saved["cache_archive"] = {"file": os.path.relpath(archive, REPO), **counts}
+    saved["refill"] = {"host": host(), "wall_s": round(time.perf_counter() - t0, 1),
+                       "replies_in_archive_before": sum(v["replies"] for v in before.values()),
+                       "replies_added_by_model": {k: v for k, v in added.items() if v},
+                       "why": "the archive was made on another CPU before embeddings were archived; this machine "
+                              "built some requests differently, the model answered those, the rest were replayed"}
+    out.write_text(json.dumps(saved, indent=2, default=str) + "\n")
+    print(f"refilled {out}: {saved['refill']['replies_added_by_model']}; archive {archive} {counts}")
     return 0
 
 
