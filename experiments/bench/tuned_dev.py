@@ -11,7 +11,9 @@ Variants (``--variants``):
 - ``paper``: plain paper mode (replayed);
 - ``tuned_rerank``: our hierarchy and walk, fused by the CPU reranker (SmolLM2-135M, P("yes"));
 - ``tuned_rrf``: the same walk, fused by reciprocal-rank fusion of the System-1 and System-2 lists (no model);
-- ``tuned_yes``: the same walk, the 1.5B model itself as the P("yes") scorer of at most :data:`PAIRS` pairs a question.
+- ``tuned_yes``: the same walk, the 1.5B model itself as the P("yes") scorer of at most :data:`PAIRS` pairs a question;
+- ``embed_rerank`` / ``embed_rrf``: ``tuned_rerank`` / ``tuned_rrf`` with the nodes placed into the proposed category
+  names by the embedder (``hierarchy.assign_by=embedding``) instead of the model's placement reply.
 
 Dev slices only (``--slice``): ``conv48`` (LoCoMo conv-48 sessions 1-2, 20 questions; its base graph is archived)
 or ``conv41`` (conv-41 sessions 1-2; its base graph is built on the first run, hours on 2 cores). conv-26 is the
@@ -59,6 +61,9 @@ VARIANTS: dict[str, list[str]] = {
     "tuned_rerank": TUNED_WALK,
     "tuned_rrf": [*TUNED_WALK, "retrieval.fusion.scorer=rrf_routes"],
     "tuned_yes": [*TUNED_WALK, "reranker=qwen25_coder_1_5b_cpu", f"retrieval.fusion.max_pairs={PAIRS}"],
+    # the same, with the nodes placed into the proposed names by the embedder (the LLM names and describes)
+    "embed_rerank": [*TUNED_WALK, "hierarchy.assign_by=embedding"],
+    "embed_rrf": [*TUNED_WALK, "hierarchy.assign_by=embedding", "retrieval.fusion.scorer=rrf_routes"],
 }
 # dev slices: experiment, overrides, the archive that seeds the cache (None: built on the first run)
 SLICES: dict[str, tuple[str, list[str], str | None]] = {

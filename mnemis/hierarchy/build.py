@@ -9,7 +9,8 @@ steps, and each LLM step is **one** ``generate()`` call holding the requests of 
    group goes in call *k*, after the categories of batches < *k* exist, and each prompt lists them
    (with ``existing_descriptions``: by their members' commonest tags and a few member names).
    With ``categorizer: two_step`` (:mod:`mnemis.hierarchy.two_step`) each window-sized batch first gets category
-   names proposed, then every node is placed into one or more of the layer's names (two calls);
+   names proposed, then every node is placed into one or more of the layer's names (two calls; with
+   ``assign_by: embedding`` the placement is by embedding similarity, :mod:`mnemis.hierarchy.embed_assign`);
 2. dissolve categories with fewer than ``min_children`` children; re-ask once for every node left
    without a category (one call), dissolve again, promote what is still unassigned
    (``constraints.promote``);
@@ -50,6 +51,7 @@ from mnemis.hierarchy.constraints import (
 from mnemis.hierarchy.metrics import HierarchyMetrics, compute_metrics
 from mnemis.hierarchy.progress import LayerProgress, fingerprint, load_progress, save_progress
 from mnemis.hierarchy.state import BuiltHierarchy, Group, HierarchyConfig, LayerNode, LayerSnapshot
+from mnemis.hierarchy.embed_assign import assign_by_embedding, reassign_by_embedding
 from mnemis.hierarchy.two_step import assign, propose, reassign, window_batches
 from mnemis.types import Category, CategoryEdge, Entity, category_id, normalize_name
 
@@ -133,6 +135,7 @@ def build_hierarchies(
     *,
     resume: Mapping[str, tuple[LayerProgress, Sequence[Category], Sequence[CategoryEdge]]] | None = None,
     on_layer: Callable[[int, list[LayerSnapshot]], None] | None = None,
+    embedder: Any = None,
 ) -> dict[str, BuiltHierarchy]:
     """Build the hierarchy of every group, layer by layer, each LLM step batched across groups.
 
@@ -141,6 +144,10 @@ def build_hierarchies(
     snapshots)``: called after each layer with every group that took part in it (e.g. to commit).
     """
     cfg = HierarchyConfig.coerce(cfg)
+    by_embedding = cfg.categorizer == "two_step" and cfg.assign_by == "embedding"
+    if by_embedding and embedder is None:
+        raise ValueError("hierarchy.assign_by=embedding places nodes with the embedder, but none was given "
+                         "(build_hierarchies(..., embedder=...); Memory passes its own)")
     groups = [
         Group(
             gid, list(ents), [LayerNode(e.id, e.name, tuple(e.tags), e.summary, e.is_speaker) for e in ents]
@@ -161,12 +168,17 @@ def build_hierarchies(
         two_step = cfg.categorizer == "two_step"
         if two_step:
             propose(active, layer, llm, cfg)
-            assign(active, layer, llm, cfg)
+            if by_embedding:
+                assign_by_embedding(active, layer, embedder, cfg)
+            else:
+                assign(active, layer, llm, cfg)
         else:
             categorize(active, layer, llm, cfg)
         for g in active:
             g.dissolved += len(dissolve_small(g.drafts, cfg.min_children, cfg.keep_single_member))
-        if cfg.reask:
+        if cfg.reask and by_embedding:
+            reassign_by_embedding(active, layer, embedder, cfg)
+        elif cfg.reask:
             (reassign if two_step else reask)(active, layer, llm, cfg)
         kept = [g for g in active if _close_layer(g, layer, cfg)]
         desc = describe(kept, layer, llm, cfg)
@@ -242,7 +254,7 @@ def organize(
                 rec = snap.progress.model_copy(update={"fingerprint": fps[snap.group_id]})
                 save_progress(store, snap.group_id, rec)
 
-    built = build_hierarchies(entities, llm, cfg, resume=resume, on_layer=commit)
+    built = build_hierarchies(entities, llm, cfg, resume=resume, on_layer=commit, embedder=embedder)
     finished = {g for g, (rec, _, _) in resume.items() if rec.done}
     with store.transaction():  # groups without a layer this time (no entities) are recorded too
         for gid, b in built.items():

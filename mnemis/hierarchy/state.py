@@ -68,6 +68,14 @@ class HierarchyConfig(BaseModel):
     propose_children: int = Field(
         4, ge=1, description="(two_step) one category name is asked for per this many nodes of a batch")
     max_parents: int = Field(2, ge=1, description="(two_step) most categories one node may be placed in")
+    assign_by: Literal["llm", "embedding"] = Field(
+        "llm", description="(two_step) who places the nodes into the proposed names: llm (one reply per batch, "
+        "under a schema that requires every node) or embedding (each node into the name most similar to its name, "
+        "tags and summary by the configured embedder, plus those within second_parent_margin of it, up to "
+        "max_parents; the LLM still proposes and describes every category)")
+    second_parent_margin: float = Field(
+        0.05, ge=0.0, description="(assign_by=embedding) a further category is kept when its cosine similarity is "
+        "within this of the best one's")
     top_width: int | None = Field(
         None, ge=2, description="a layer of at most this many nodes is the top (no layer is built above it), and "
         "from layer 2 on a layer that closes into a single root is discarded; None: neither (the paper)")

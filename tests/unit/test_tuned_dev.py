@@ -31,6 +31,10 @@ def test_variants_change_only_the_hierarchy_the_walk_and_the_fusion(td):
               for n, o in td.VARIANTS.items()}
     assert fusion["tuned_rrf"]["scorer"] == "rrf_routes" and fusion["tuned_rerank"]["scorer"] == "reranker"
     assert fusion["tuned_yes"]["max_pairs"] == td.PAIRS and fusion["tuned_rerank"]["max_pairs"] is None
+    assert fusion["embed_rrf"]["scorer"] == "rrf_routes" and fusion["embed_rerank"]["scorer"] == "reranker"
+    placed = {n: plain_config(["experiment=cpu_heldout", "mode=paper", *o])["hierarchy"]["assign_by"]
+              for n, o in td.VARIANTS.items()}
+    assert {n for n, a in placed.items() if a == "embedding"} == {"embed_rerank", "embed_rrf"}
 
 
 def test_dev_slices_exclude_the_test_conversation(td):
