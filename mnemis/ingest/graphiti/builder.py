@@ -45,6 +45,29 @@ MODES = ("episode", "bulk")
 META_KEY = "ingest.graphiti"
 
 
+def graphiti_budget(max_tokens: int, backend: Any) -> int:
+    """The reply budget Graphiti's client may send to ``backend``'s model. graphiti-core sends one fixed
+    ``max_tokens`` with every request and its requests bypass our LLM layer's per-request clamp, so the budget is
+    checked once against the model's limits (``backend.limits()``, :mod:`mnemis.models.llm.limits`): lowered to
+    the completion cap (logged), refused when it leaves less than half the window for the prompt."""
+    get = getattr(backend, "limits", None)
+    limits = get() if callable(get) else None
+    if limits is None or not limits.known:
+        return max_tokens
+    budget = max_tokens
+    cap = limits.max_completion_tokens
+    if cap is not None and budget > cap:
+        log.warning("ingest.graphiti.max_tokens %d is above the model's completion cap: graphiti-core sends %d (%s)",
+                    budget, cap, limits.describe())
+        budget = cap
+    window = limits.max_model_len
+    if window is not None and budget > window // 2:
+        raise ValueError(f"ingest.graphiti.max_tokens {budget:,} leaves graphiti-core's prompts {window - budget:,} "
+                         f"of the model's {window:,}-token window ({limits.describe()}); graphiti-core sends this "
+                         f"budget with every request, so set ingest.graphiti.max_tokens to at most {window // 2:,}")
+    return budget
+
+
 class GraphitiGraphBuilder:
     """Builds the base graph with graphiti-core and imports it (see the module docstring).
 
@@ -183,6 +206,7 @@ class GraphitiGraphBuilder:
             yield Endpoint(str(self.base_url), str(model), key, **common)
             return
         if backend is not None and getattr(backend, "base_url", None):  # an OpenAI-compatible backend
+            common["max_tokens"] = graphiti_budget(self.max_tokens, backend)
             yield Endpoint(str(backend.base_url), str(self.model or backend.model),
                            str(getattr(backend, "api_key", key)), **common)
             return
