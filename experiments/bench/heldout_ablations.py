@@ -124,19 +124,35 @@ def report(runs_dir: Path, variants: Sequence[str], command: str) -> dict[str, A
 
 
 def run(variants: Sequence[str], runs_dir: Path, out: Path, overrides: Sequence[str], *, archive: bool,
-        seed_cache: bool, command: str) -> int:
+        seed_cache: bool, command: str, refill: bool = False) -> int:
+    """Run every variant (``seed_cache``: the archive loaded into the cache first). ``refill``: a seeded re-run that
+    re-measures the JSON on this machine, keeping the first sitting's wall times (``wall_s_before_refill``) and
+    recording, per stage, the replies the model added to the archive (``refill``)."""
     cq = _cpu_quality()
+    from mnemis.models.cache_archive import stage_counts
+
     cache = cq.run_cache_dir([f"paths.cache_dir={CACHE_DIR}", *overrides])
+    before_json = json.loads(out.read_text()) if refill and out.is_file() else {}
     if seed_cache and cq.archive_path(out).is_file():
         from mnemis.models.cache_archive import import_archive
 
         import_archive(cq.archive_path(out), cache)
+    before = stage_counts(cache)
     walls = {}
     for v in variants:
         walls[v] = round(cq.run_mode("paper", EXPERIMENT, (runs_dir / v).resolve(),
                                      [f"paths.cache_dir={cache}", *VARIANTS[v], *overrides]), 1)
     result = {**report(runs_dir, variants, command), "overrides": list(overrides), "wall_s": walls,
               "host": cq.host()}
+    if refill:
+        after = stage_counts(cache)
+        added = {st: after[st]["replies"] - before.get(st, {}).get("replies", 0) for st in after}
+        result["wall_s_before_refill"] = before_json.get("wall_s")
+        result["refill"] = {"replies_in_archive_before": sum(v["replies"] for v in before.values()),
+                            "replies_added_by_model": {k: v for k, v in added.items() if v},
+                            "why": "the archive was made on another CPU before embeddings were archived; this "
+                                   "machine built some requests differently, the model answered those, the rest "
+                                   "were replayed"}
     if archive:
         from mnemis.models.cache_archive import export_archive
 
@@ -196,6 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-archive", action="store_true", help="do not keep the replies beside the JSON")
     ap.add_argument("--seed-cache", action="store_true", help="load the archive beside --out into the cache first")
     ap.add_argument("--summarize", action="store_true", help="only re-read the run directories of --runs-dir")
+    ap.add_argument("--refill", action="store_true",
+                    help="re-measure on this machine: --seed-cache with the model loaded (only the requests this "
+                         "machine builds differently reach it), keeping the first sitting's wall times")
     ap.add_argument("--replay", action="store_true", help="rerun from the archive alone and compare every figure")
     ap.add_argument("--rearchive", action="store_true",
                     help="with --replay: when every figure is reproduced, write the replay's cache back as the archive "
@@ -230,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {args.out}")
         return 0
     return run(variants, args.runs_dir, args.out, overrides, archive=not args.no_archive,
-               seed_cache=args.seed_cache, command=command)
+               seed_cache=args.seed_cache or args.refill, command=command, refill=args.refill)
 
 
 if __name__ == "__main__":
