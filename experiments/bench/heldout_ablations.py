@@ -236,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "python experiments/bench/heldout_ablations.py" + (f" --variants {args.variants}"
                                                                   if variants != list(VARIANTS) else "")
     command += f" --reply-caps {args.reply_caps}" if args.reply_caps != "cpu" else ""
+    command += " --refill" if args.refill else ""
     command += (" -- " + " ".join(args.overrides)) if args.overrides else ""
     # the caps travel with the overrides, which the JSON keeps, so --replay sends the same requests
     caps = _cpu_quality().paper_cap_overrides(args.reply_caps)
