@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     if command not in HYDRA_COMMANDS:  # Hydra sets up logging for its own commands
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if command == "merge":
-        from mnemis.scale.merge import merge_command
+        from mnemis.app.merge_command import merge_command
 
         merge_command(rest)
         return
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
 
         raise SystemExit(compare_command(rest))
     if command == "data":
-        from mnemis.data.sources import data_command
+        from mnemis.app.data_command import data_command
 
         raise SystemExit(data_command(rest))
     if command in ("models", "doctor"):

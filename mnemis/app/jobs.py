@@ -31,7 +31,7 @@ from mnemis.data.load import load_dataset
 from mnemis.data.sources import SOURCES, DataDirs, side_file
 from mnemis.method import MethodRun
 from mnemis.roles import check_roles, roles_summary, run_seeds
-from mnemis.scale.shard import sharded_address
+from mnemis.data.shard import sharded_address
 from mnemis.settings import RunSettings, SettingsError, load_settings
 from mnemis.store import GraphStore
 from mnemis.types import Dataset

@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, dump_json, read_records, write_records
-from mnemis.eval.run_files import RunFileError
-from mnemis.scale.shard import assign_shards, parse_shard
+from mnemis.data.shard import assign_shards, parse_shard
 
 # Top-level config keys that may differ between shards of one run (and, at any depth, ``cache_dir``: a shard's
 # caches live in its own node-local state dir).
@@ -397,17 +396,6 @@ def parse_merge_args(args: Sequence[str]) -> tuple[list[str], str]:
         elif r:
             runs.append(r)
     return runs, opts["out"]
-
-
-def merge_command(args: Sequence[str]) -> dict[str, Any]:
-    """``mnemis merge runs=[...] out=...``: merge and print where the report went (exit 2 on a MergeError)."""
-    try:
-        runs, out = parse_merge_args(args)
-        metrics = merge_runs(runs, out)
-    except (MergeError, FileNotFoundError, RunFileError) as exc:  # RunFileError: a damaged shard file, named
-        raise SystemExit(f"mnemis merge: {exc}") from None
-    print(f"merged {len(runs)} runs into {out}: methods {list(metrics)}; report: {Path(out) / 'report.md'}")
-    return metrics
 
 
 def sweep_run_dirs(sweep: str | Path) -> list[Path]:

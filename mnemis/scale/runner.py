@@ -23,7 +23,7 @@ from mnemis.models.llm.base import Completion, LLMRequest
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.scale.responder import base_graph_responder
-from mnemis.scale.shard import restrict_dataset
+from mnemis.data.shard import restrict_dataset
 from mnemis.store.sqlite import GraphStore
 
 

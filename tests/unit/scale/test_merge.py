@@ -11,8 +11,9 @@ import pytest
 from mnemis.eval.harness import finalize_run
 from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, read_records, write_records
 from mnemis.models.ledger import Ledger
-from mnemis.scale.merge import MergeError, merge_command, merge_runs, parse_merge_args
-from mnemis.scale.shard import shard_groups, shard_specs
+from mnemis.app.merge_command import merge_command
+from mnemis.scale.merge import MergeError, merge_runs, parse_merge_args
+from mnemis.data.shard import shard_groups, shard_specs
 
 CONFIG = {"command": "run", "methods": ["mnemis", "rag"], "seed": 0, "dataset": {"name": "longmemeval"},
           "llm": {"backend": {"model": "Qwen/Qwen3-8B"}}, "judge": {"failed": "wrong", "separate_categories": [],
