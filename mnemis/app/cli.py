@@ -53,6 +53,7 @@ def _hydra_main() -> None:
         from mnemis.app.provenance import write_provenance
         from mnemis.data.errors import DataError
         from mnemis.logs import quiet_third_party
+        from mnemis.roles import RoleError
         from mnemis.store import StoreError
 
         quiet_third_party(bool(cfg.get("verbose", False)))
@@ -66,7 +67,7 @@ def _hydra_main() -> None:
             write_provenance(out)
         try:
             run_command(cfg, output_dir=out)
-        except (DataError, StoreError) as exc:
+        except (DataError, StoreError, RoleError) as exc:
             raise SystemExit(f"mnemis {cfg.command}: {exc}") from None
         return sweep_objective(cfg, out)  # what an optimising sweeper reads (optimized_metric; None when unset)
 
