@@ -8,8 +8,8 @@ It is written in BEAM's 10M layout and loaded with ``mnemis.data.beam.load_beam`
 counted with the Qwen2.5 tokenizer (Qwen3's vocabulary) on a sample.
 
 Stages, each in its own process (its peak RSS is that stage's): ``ingest`` (base graph: extraction,
-resolution, facts, summaries, embeddings; ``mnemis.scale.responder`` answers every LLM call by rule),
-``hierarchy`` (``mnemis.scale.hierarchy_rules`` puts every six nodes of a layer in one category, so every layer
+resolution, facts, summaries, embeddings; ``mnemis.testing.responder`` answers every LLM call by rule),
+``hierarchy`` (``mnemis.testing.hierarchy_rules`` puts every six nodes of a layer in one category, so every layer
 is built), ``system1`` (index build on the first call, then one question per call: p50/p95 over the 20
 questions and 180 extra queries), ``system2`` (System-2 selection over all 20 questions, then the full
 retrieval: System-1 + System-2 + fusion + rendering). Each records wall time, peak memory and the store size.
@@ -97,7 +97,7 @@ def _memory(work: Path):
     from mnemis.memory import Memory
     from mnemis.models.embed import HashingEmbedder
     from mnemis.models.rerank import CosineReranker
-    from mnemis.scale.hierarchy_rules import scripted_hierarchy_llm
+    from mnemis.testing.hierarchy_rules import scripted_hierarchy_llm
 
     emb = HashingEmbedder(64)
     return Memory.from_models(scripted_hierarchy_llm(None), emb, CosineReranker(embedder=emb),
@@ -212,7 +212,7 @@ class _Counting:
 
     def __init__(self, tok) -> None:
         from mnemis.models.llm.scripted import ScriptedBackend
-        from mnemis.scale.hierarchy_rules import hierarchy_responder
+        from mnemis.testing.hierarchy_rules import hierarchy_responder
 
         self.inner = ScriptedBackend(hierarchy_responder, model_id="scripted-count")
         self.model_id = self.inner.model_id
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     tok = _tokenizer()
     out: dict[str, Any] = {
-        "what": "one BEAM-shaped conversation end to end with the scripted LLM (mnemis.scale.responder): ingestion, "
+        "what": "one BEAM-shaped conversation end to end with the scripted LLM (mnemis.testing.responder): ingestion, "
                 "hierarchy, System-1, System-2; per stage wall time, peak RSS (each stage its own process) and store "
                 "size. The conversation is SYNTHETIC (the upstream 10M chats are not reachable here); see the docstring.",
         "command": "python experiments/bench/beam_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     out["real_beam_100K"] = {"path": "beam/100K (all 20 chats; tokens from a sampled ratio)", **real_100k}
     if "synth" not in args.skip:
         t = time.perf_counter()
-        from mnemis.scale.beam_synth import synthesize
+        from mnemis.testing.beam_synth import synthesize
 
         out["synthetic"] = synthesize(args.work / "data", args.tokens,
                                       lambda texts: sum(map(len, texts)) / max(count_tokens(tok, texts), 1))

@@ -205,8 +205,8 @@ def prompt_cost(ledger: dict[str, Any] | None, n_episodes: int,
                 build: dict[str, Any] | None = None) -> dict[str, Any]:
     """Base-graph prompt tokens per episode, against the 2,500 target: from the build's own counters over every
     job of the build (:func:`build_totals`; replies replayed from the cache included) when this run built the
-    graph, else from the ledger (``mnemis.ingest.cost``; calls actually sent only)."""
-    from mnemis.ingest.cost import cost_report
+    graph, else from the ledger (``mnemis.testing.ingest_cost``; calls actually sent only)."""
+    from mnemis.testing.ingest_cost import cost_report
     from mnemis.models.ledger import Ledger
 
     counters = build_totals(build)

@@ -1,6 +1,6 @@
 """The same sharded ``mnemis run`` through each launcher, on CPU with the scripted model: identical figures?
 
-A synthetic LongMemEval-S-shaped workload (``mnemis.scale.synth``: haystacks of sessions, most filler sessions
+A synthetic LongMemEval-S-shaped workload (``mnemis.testing.synth``: haystacks of sessions, most filler sessions
 drawn from a shared pool, one evidence session per question) runs end to end (build, hierarchy, retrieval,
 answers, judge) with ``llm=scripted_scale`` (rule-based replies, no model), the hashing embedder and the cosine
 reranker, four ways:
@@ -38,7 +38,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mnemis.scale.synth import SynthSpec, make_lme, overlap_stats
+from mnemis.testing.synth import SynthSpec, make_lme, overlap_stats
 
 REPO = Path(__file__).resolve().parents[2]
 COMPARED = ("metrics.json", "recall.json", "hierarchy_metrics.json")
