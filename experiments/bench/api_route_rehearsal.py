@@ -4,7 +4,7 @@ conv-26 with the CPU defaults' MiniLM embedder and SmolLM2 reranker, judged by t
 
     python experiments/bench/api_route_rehearsal.py --out experiments/results/api_route_rehearsal.json
 
-The server is started the way the peers' server is (:func:`mnemis.baselines.peers.common.local_endpoint`), with
+The server is started the way the peers' server is (:func:`mnemis.models.llm.local_server.local_endpoint`), with
 compact JSON decoding (``disable_any_whitespace``, as the in-process backend decodes) and stopped at the end. The
 JSON holds what must be zero (requests the server refused, in its own HTTP counters and in the run's ledger;
 requests decoded without their schema; failed requests; Run health warnings about budgets and limits) beside the
@@ -46,7 +46,7 @@ def http_statuses(base_url: str) -> dict[str, float]:
 
 
 def rehearse(work: Path, max_model_len: int, extra: list[str], timeout_s: float) -> dict[str, Any]:
-    from mnemis.baselines.peers.common import local_endpoint, server_counts
+    from mnemis.models.llm.local_server import local_endpoint, server_counts
 
     work.mkdir(parents=True, exist_ok=True)
     peers = {"max_model_len": max_model_len, "kv_cache_memory_bytes": 1 << 30, "server_timeout_s": 900,
