@@ -23,7 +23,8 @@ from typing import Any
 
 from mnemis.config import CONF_DIR
 from mnemis.eval.metrics import metrics_by_method
-from mnemis.eval.records import QUESTIONS_FILE, read_records
+from mnemis.eval.records import read_records
+from mnemis.eval.run_dir import QUESTIONS_FILE
 from mnemis.retrieve.system2 import FALLBACK_FLAG
 
 LOCOMO_CATS = ("multi-hop", "temporal", "open-domain", "single-hop")
@@ -127,8 +128,6 @@ TABLES: dict[str, Table] = {
         notes=(("Paper's System-2 Only k=30 Single-Hop 98.3 is probably a typo (~92.2 fits its overall 87.9; "
                "the paper's top-k table)."),)),
 }
-
-
 
 
 def ablations(conf_dir: Path = CONF_DIR) -> dict[str, str]:

@@ -199,7 +199,8 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
                     progress_dir=progress_dir,
                 )
             timings[method.name] = round(time.perf_counter() - t0, 2)
-        from mnemis.eval.explorer import GRAPH_FILE, graph_snapshot
+        from mnemis.eval.explorer import graph_snapshot
+        from mnemis.eval.run_dir import GRAPH_FILE
 
         _write(out / GRAPH_FILE, graph_snapshot(store, questions))  # names, hierarchy, evidence for report.html
     if recall:
@@ -288,7 +289,8 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         run_dir = plain.get("run_dir")
         if not run_dir or not Path(run_dir).is_dir():
             raise SystemExit(f"mnemis report: run_dir={run_dir!r} is not a run directory (pass run_dir=runs/...)")
-        from mnemis.eval.explorer import HTML_FILE, snapshot_from_build
+        from mnemis.eval.explorer import snapshot_from_build
+        from mnemis.eval.run_dir import HTML_FILE
 
         from mnemis.eval.run_files import RunFileError
 
@@ -341,7 +343,7 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
             models.ledger().save(out / "ledger.json")
         if state is not None:  # the shard's replies beside its results, for the merged replay archive
             from mnemis.models.cache_archive import export_archive
-            from mnemis.scale.merge import ARCHIVE_FILE
+            from mnemis.eval.run_dir import ARCHIVE_FILE
 
             export_archive(plain["paths"]["cache_dir"], out / ARCHIVE_FILE)
     finally:
