@@ -31,15 +31,15 @@ run continues from its cache (``--seed-cache`` loads the archive first, on anoth
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from mnemis.testing import bench_replay, bench_runs
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO / "experiments" / "results" / "heldout_ablations.json"
@@ -54,16 +54,6 @@ VARIANTS: dict[str, list[str]] = {
     "all_exits": ["ablation=s2_first_pick", "hierarchy.min_assignments=1",
                   "retrieval.system2.max_candidates_per_prompt=60"],
 }
-
-
-def _cpu_quality():
-    if "cpu_quality" in sys.modules:
-        return sys.modules["cpu_quality"]
-    spec = importlib.util.spec_from_file_location("cpu_quality", REPO / "experiments" / "bench" / "cpu_quality.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["cpu_quality"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _rows(run_dir: Path) -> list[dict[str, Any]]:
@@ -105,8 +95,7 @@ def against_paper(rows: dict[str, list[dict[str, Any]]], judges: Sequence[str]) 
 
 
 def report(runs_dir: Path, variants: Sequence[str], command: str) -> dict[str, Any]:
-    cq = _cpu_quality()
-    summaries = {v: cq.summarize(runs_dir / v) for v in variants}
+    summaries = {v: bench_runs.summarize(runs_dir / v) for v in variants}
     rows = {v: _rows(runs_dir / v) for v in variants}
     judges = sorted({j for s in summaries.values() for m in (s.get("overall_by_judge") or {}).values() for j in m})
     out = {
@@ -125,23 +114,22 @@ def report(runs_dir: Path, variants: Sequence[str], command: str) -> dict[str, A
 
 def run(variants: Sequence[str], runs_dir: Path, out: Path, overrides: Sequence[str], *, archive: bool,
         seed_cache: bool, command: str) -> int:
-    cq = _cpu_quality()
-    cache = cq.run_cache_dir([f"paths.cache_dir={CACHE_DIR}", *overrides])
-    if seed_cache and cq.archive_path(out).is_file():
+    cache = bench_replay.run_cache_dir([f"paths.cache_dir={CACHE_DIR}", *overrides])
+    if seed_cache and bench_replay.archive_path(out).is_file():
         from mnemis.models.cache_archive import import_archive
 
-        import_archive(cq.archive_path(out), cache)
+        import_archive(bench_replay.archive_path(out), cache)
     walls = {}
     for v in variants:
-        walls[v] = round(cq.run_mode("paper", EXPERIMENT, (runs_dir / v).resolve(),
+        walls[v] = round(bench_replay.run_mode("paper", EXPERIMENT, (runs_dir / v).resolve(),
                                      [f"paths.cache_dir={cache}", *VARIANTS[v], *overrides]), 1)
     result = {**report(runs_dir, variants, command), "overrides": list(overrides), "wall_s": walls,
-              "host": cq.host()}
+              "host": bench_replay.host()}
     if archive:
         from mnemis.models.cache_archive import export_archive
 
-        counts = export_archive(cache, cq.archive_path(out))
-        result["cache_archive"] = {"file": os.path.relpath(cq.archive_path(out), REPO), **counts}
+        counts = export_archive(cache, bench_replay.archive_path(out))
+        result["cache_archive"] = {"file": os.path.relpath(bench_replay.archive_path(out), REPO), **counts}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(f"wrote {out}")
@@ -151,40 +139,39 @@ def run(variants: Sequence[str], runs_dir: Path, out: Path, overrides: Sequence[
 def replay(out: Path, overrides: Sequence[str], *, rearchive: bool = False) -> int:
     """Every variant again from the archive alone (``cache_mode=replay_only``); exit 1 when a figure differs.
     ``rearchive``: when every figure came out the same, keep the replay's cache as the archive and record the
-    replay in the JSON (``cpu_quality.rearchive``)."""
-    cq = _cpu_quality()
+    replay in the JSON (``mnemis.testing.bench_replay.rearchive``)."""
     from mnemis.models.cache_archive import import_archive
 
     saved = json.loads(out.read_text())
     work = Path(tempfile.mkdtemp(prefix="heldout_replay_"))
-    import_archive(cq.archive_path(out), work / "cache")
+    import_archive(bench_replay.archive_path(out), work / "cache")
     variants = list(saved["variants"])
     runs = [work / "runs" / v for v in variants]
 
     def misses() -> dict[str, list[dict[str, Any]]]:
-        found = {v: cq.replay_misses([work / f"{v}.stderr", work / "runs" / v / "mnemis.log"]) for v in variants}
+        found = {v: bench_replay.replay_misses([work / f"{v}.stderr", work / "runs" / v / "mnemis.log"]) for v in variants}
         return {v: m for v, m in found.items() if m}
 
     for v in variants:
         try:
-            cq.run_mode("paper", EXPERIMENT, work / "runs" / v,
+            bench_replay.run_mode("paper", EXPERIMENT, work / "runs" / v,
                         [f"paths.cache_dir={work / 'cache'}", f"paths.artifacts_dir={work / 'artifacts'}",
                          "cache_mode=replay_only", *VARIANTS[v], *saved.get("overrides", []), *overrides],
                         stderr_path=work / f"{v}.stderr")
         except subprocess.CalledProcessError as exc:
-            print(cq.replay_stopped(v, exc.returncode, saved.get("host") or {}, cq.host()))
+            print(bench_replay.replay_stopped(v, exc.returncode, saved.get("host") or {}, bench_replay.host()))
             print(f"FIGURES NOT REPRODUCED (replayed runs in {work})")
             if rearchive and exc.returncode > 0:  # (a run stopped by a signal says nothing about the archive)
-                cq.record_failed_replay(out, misses(), runs)
+                bench_replay.record_failed_replay(out, misses(), runs)
             return 1
     now = report(work / "runs", variants, saved.get("command", ""))
-    same = json.dumps(cq.figures(now), sort_keys=True) == json.dumps(
-        cq.figures({k: v for k, v in saved.items() if k in now}), sort_keys=True)
+    same = json.dumps(bench_replay.figures(now), sort_keys=True) == json.dumps(
+        bench_replay.figures({k: v for k, v in saved.items() if k in now}), sort_keys=True)
     print("every figure reproduced" if same else f"FIGURES DIFFER (replayed runs in {work})")
     if same and rearchive:
-        cq.rearchive(out, work / "cache", runs)
+        bench_replay.rearchive(out, work / "cache", runs)
     elif rearchive:
-        cq.record_failed_replay(out, misses(), runs)
+        bench_replay.record_failed_replay(out, misses(), runs)
     return 0 if same else 1
 
 
@@ -219,12 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     command += f" --reply-caps {args.reply_caps}" if args.reply_caps != "cpu" else ""
     command += (" -- " + " ".join(args.overrides)) if args.overrides else ""
     # the caps travel with the overrides, which the JSON keeps, so --replay sends the same requests
-    caps = _cpu_quality().paper_cap_overrides(args.reply_caps)
+    caps = bench_replay.paper_cap_overrides(args.reply_caps)
     caps += [f"retrieval.system2.max_tokens={SELECT_CAP_CPU}"] if args.reply_caps == "cpu" else []
     overrides = [*caps, *args.overrides]
     if args.summarize:
         result = {**report(args.runs_dir, variants, command + " (re-summarised)"), "overrides": overrides,
-                  "host": _cpu_quality().host()}
+                  "host": bench_replay.host()}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {args.out}")

@@ -30,8 +30,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("library front", ("mnemis", "mnemis.memory", "mnemis.memory_method", "mnemis.components", "mnemis.roles",
                        "mnemis.config")),
     ("scale-out", ("mnemis.scale",)),
-    ("test kit", ("mnemis.testing",)),
     ("application", ("mnemis.app",)),
+    ("test kit", ("mnemis.testing",)),
 ]
 
 # Imports that still climb, each with the move that takes it away; an entry no longer found fails the test, so

@@ -84,5 +84,5 @@ def test_a_small_run_of_two_variants_replays(ha, tmp_path, locomo_path, monkeypa
     def stops(*args, **kwargs):
         raise subprocess.CalledProcessError(1, ["mnemis", "run"])
 
-    monkeypatch.setattr(ha._cpu_quality(), "run_mode", stops)
+    monkeypatch.setattr(ha.bench_replay, "run_mode", stops)
     assert ha.main(["--replay", "--out", str(out)]) == 1
