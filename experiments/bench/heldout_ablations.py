@@ -22,8 +22,8 @@ question by question, and each variant against plain paper mode question by ques
 
 The base-graph stages run under the CPU reply caps the conv-26 run used (``--reply-caps cpu``, the default;
 ``none`` keeps paper mode's schema-sized budgets), and the selection replies under our default budget of
-:data:`SELECT_CAP_CPU` tokens, whose complete selections a cut reply keeps (paper mode's budget is the schema's
-worst case over the whole candidate list: with a first pick required over a flat layer, the selections of
+:data:`mnemis.testing.bench_replay.SELECT_CAP_CPU` tokens, whose complete selections a cut reply keeps
+(paper mode's budget is the schema's worst case over the whole candidate list: with a first pick required over a flat layer, the selections of
 ``s2_first_pick`` did not finish in the time we gave them on 2 cores). ``--archive`` (on by default) keeps the replies beside the JSON (``heldout_ablations.cache.jsonl.gz``); a stopped
 run continues from its cache (``--seed-cache`` loads the archive first, on another machine).
 """
@@ -44,7 +44,6 @@ from mnemis.testing import bench_replay, bench_runs
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO / "experiments" / "results" / "heldout_ablations.json"
 EXPERIMENT = "cpu_heldout"
-SELECT_CAP_CPU = 512  # retrieval.system2.max_tokens of our default (conf/retrieval/mnemis.yaml) under --reply-caps cpu
 CACHE_DIR = ".cache/mnemis_heldout"
 # variant -> overrides on top of mode=paper
 VARIANTS: dict[str, list[str]] = {
@@ -56,55 +55,17 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
-def _rows(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "questions.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
-
-
-def variant_figures(summary: dict[str, Any]) -> dict[str, Any]:
-    """What a variant is judged on, from its cpu_quality summary."""
-    health = summary.get("health") or {}
-    return {
-        "status": summary.get("status"),
-        "accuracy": summary.get("overall_by_judge"),
-        "token_f1": summary.get("token_f1"),
-        "system2": health.get("system2"),
-        "route_recall": health.get("recall"),
-        "hierarchy": health.get("hierarchy"),
-        "memory": summary.get("memory"),
-        "evidence_recall": summary.get("evidence_recall"),
-        "mnemis_vs_rag": (summary.get("paired") or {}).get("mnemis_vs_rag"),
-        "why_mnemis_lost": (summary.get("disagreements") or {}).get("mnemis_vs_rag"),
-        "warnings": health.get("warnings"),
-    }
-
-
-def against_paper(rows: dict[str, list[dict[str, Any]]], judges: Sequence[str]) -> dict[str, Any]:
-    """Each variant's Mnemis against plain paper mode's Mnemis, question by question."""
-    from mnemis.eval.paired import compare_rows
-
-    base = [{**r, "method": "paper"} for r in rows.get("paper", []) if r.get("method") == "mnemis"]
-    out = {}
-    for name, rs in rows.items():
-        if name == "paper" or not base:
-            continue
-        mine = [{**r, "method": name} for r in rs if r.get("method") == "mnemis"]
-        if mine:
-            out[f"{name}_vs_paper"] = compare_rows([*mine, *base], name, "paper", judges=judges)
-    return out
-
-
 def report(runs_dir: Path, variants: Sequence[str], command: str) -> dict[str, Any]:
     summaries = {v: bench_runs.summarize(runs_dir / v) for v in variants}
-    rows = {v: _rows(runs_dir / v) for v in variants}
+    rows = {v: bench_runs.question_rows(runs_dir / v) for v in variants}
     judges = sorted({j for s in summaries.values() for m in (s.get("overall_by_judge") or {}).values() for j in m})
     out = {
         "what": "paper mode and ablations that close its empty-reply exits, on a held-out LoCoMo slice "
                 f"(experiment={EXPERIMENT}), Mnemis and RAG, Qwen2.5-Coder-1.5B in every role (judges too)",
         "command": command,
         "experiment": EXPERIMENT,
-        "variants": {v: {"overrides": VARIANTS[v], **variant_figures(summaries[v])} for v in variants},
-        "against_paper": against_paper(rows, judges),
+        "variants": {v: {"overrides": VARIANTS[v], **bench_runs.variant_figures(summaries[v])} for v in variants},
+        "against_paper": bench_runs.against_paper(rows, judges),
         "slice": next(iter(summaries.values())).get("slice") if summaries else None,
     }
     if any(s.get("status") != "complete" for s in summaries.values()):
@@ -190,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--reply-caps", choices=("cpu", "none"), default="cpu",
                     help="completion caps of the base-graph stages, as cpu_quality's --paper-reply-caps (cpu: the "
                          "caps the conv-26 run used, so a runaway reply cannot hold a batch for many minutes), "
-                         f"and of the selection replies ({SELECT_CAP_CPU}, our default)")
+                         f"and of the selection replies ({bench_replay.SELECT_CAP_CPU}, our default)")
     ap.add_argument("overrides", nargs="*", help="hydra overrides after --")
     args = ap.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -207,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command += (" -- " + " ".join(args.overrides)) if args.overrides else ""
     # the caps travel with the overrides, which the JSON keeps, so --replay sends the same requests
     caps = bench_replay.paper_cap_overrides(args.reply_caps)
-    caps += [f"retrieval.system2.max_tokens={SELECT_CAP_CPU}"] if args.reply_caps == "cpu" else []
+    caps += [f"retrieval.system2.max_tokens={bench_replay.SELECT_CAP_CPU}"] if args.reply_caps == "cpu" else []
     overrides = [*caps, *args.overrides]
     if args.summarize:
         result = {**report(args.runs_dir, variants, command + " (re-summarised)"), "overrides": overrides,

@@ -31,11 +31,9 @@ stopped; ``--archive`` (default) keeps them beside the JSON (``tuned_dev.cache.j
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,16 +69,6 @@ SLICES: dict[str, tuple[str, list[str], str | None]] = {
 TEST = ("cpu_conv26", "cpu_quality_conv26")  # the test conversation: experiment, its paper-mode archive
 
 
-def _load(name: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "experiments" / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def hierarchy_shape(hier: dict[str, Any] | None) -> dict[str, Any]:
     """Per group: layers, nodes per layer and the share of category nodes promoted unchanged."""
     out = {}
@@ -93,19 +81,18 @@ def hierarchy_shape(hier: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def report(runs_dir: Path, variants: Sequence[str], command: str, experiment: str) -> dict[str, Any]:
-    ha = _load("heldout_ablations")
     summaries = {v: bench_runs.summarize(runs_dir / v) for v in variants}
-    rows = {v: ha._rows(runs_dir / v) for v in variants}
+    rows = {v: bench_runs.question_rows(runs_dir / v) for v in variants}
     judges = sorted({j for s in summaries.values() for m in (s.get("overall_by_judge") or {}).values() for j in m})
     out: dict[str, Any] = {
         "what": "our hierarchy, System-2 walk and fusion options over paper mode's base graph, answers and judges "
                 f"(experiment={experiment}), Mnemis and RAG, Qwen2.5-Coder-1.5B in every role (judges too)",
         "command": command,
         "experiment": experiment,
-        "variants": {v: {"overrides": VARIANTS[v], **ha.variant_figures(summaries[v]),
+        "variants": {v: {"overrides": VARIANTS[v], **bench_runs.variant_figures(summaries[v]),
                          "hierarchy_shape": hierarchy_shape((summaries[v].get("health") or {}).get("hierarchy"))}
                      for v in variants},
-        "against_paper": ha.against_paper(rows, judges),
+        "against_paper": bench_runs.against_paper(rows, judges),
         "slice": next(iter(summaries.values())).get("slice") if summaries else None,
     }
     if any(s.get("status") != "complete" for s in summaries.values()):
@@ -116,9 +103,8 @@ def report(runs_dir: Path, variants: Sequence[str], command: str, experiment: st
 def base_overrides(reply_caps: str, *, select_cap: bool) -> list[str]:
     """The reply caps the archived paper-mode run used, so its requests replay unchanged (the held-out run also
     capped the selection replies; the conv-26 run did not)."""
-    ha = _load("heldout_ablations")
     caps = bench_replay.paper_cap_overrides(reply_caps)
-    return [*caps, f"retrieval.system2.max_tokens={ha.SELECT_CAP_CPU}"] if reply_caps == "cpu" and select_cap else caps
+    return [*caps, f"retrieval.system2.max_tokens={bench_replay.SELECT_CAP_CPU}"] if reply_caps == "cpu" and select_cap else caps
 
 
 def _repo_path(path: Path) -> str:

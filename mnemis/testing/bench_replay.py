@@ -27,6 +27,10 @@ REPO = Path(__file__).resolve().parents[2]  # the source checkout the benchmarks
 PAPER_CPU_REPLY_CAPS = {"extract_entities": 320, "reflect_entities": 192, "extract_facts": 1024,
                         "reflect_facts": 768, "resolve_entities": 256, "dedup_facts": 384, "entity_attributes": 384}
 
+# ``--reply-caps cpu`` of the ablation benchmarks: retrieval.system2.max_tokens of our default
+# (conf/retrieval/mnemis.yaml), whose complete selections a cut reply keeps
+SELECT_CAP_CPU = 512
+
 
 def paper_cap_overrides(caps: str) -> list[str]:
     """The overrides of ``--paper-reply-caps`` (``cpu``: :data:`PAPER_CPU_REPLY_CAPS`; ``none``: the schemas')."""

@@ -322,3 +322,43 @@ def summarize(run_dir: Path) -> dict[str, Any]:
         # per stage from the log, over every sitting (a resumed or replayed run's ledger holds only its last)
         "logged_stage_wall_s": logged_stage_wall(run_dir / "mnemis.log"),
     }
+
+
+def question_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of a run dir's questions file as plain dicts ([] when there is none)."""
+    path = Path(run_dir) / QUESTIONS_FILE
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
+
+
+def variant_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """What an ablation variant is judged on, from its :func:`summarize` summary."""
+    health = summary.get("health") or {}
+    return {
+        "status": summary.get("status"),
+        "accuracy": summary.get("overall_by_judge"),
+        "token_f1": summary.get("token_f1"),
+        "system2": health.get("system2"),
+        "route_recall": health.get("recall"),
+        "hierarchy": health.get("hierarchy"),
+        "memory": summary.get("memory"),
+        "evidence_recall": summary.get("evidence_recall"),
+        "mnemis_vs_rag": (summary.get("paired") or {}).get("mnemis_vs_rag"),
+        "why_mnemis_lost": (summary.get("disagreements") or {}).get("mnemis_vs_rag"),
+        "warnings": health.get("warnings"),
+    }
+
+
+def against_paper(rows: dict[str, list[dict[str, Any]]], judges: Sequence[str]) -> dict[str, Any]:
+    """Each variant's Mnemis against plain paper mode's Mnemis, question by question (``rows``: variant -> its
+    :func:`question_rows`; the variant ``paper`` is the base)."""
+    from mnemis.eval.paired import compare_rows
+
+    base = [{**r, "method": "paper"} for r in rows.get("paper", []) if r.get("method") == "mnemis"]
+    out = {}
+    for name, rs in rows.items():
+        if name == "paper" or not base:
+            continue
+        mine = [{**r, "method": name} for r in rs if r.get("method") == "mnemis"]
+        if mine:
+            out[f"{name}_vs_paper"] = compare_rows([*mine, *base], name, "paper", judges=judges)
+    return out
