@@ -38,8 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gpu_rates  # noqa: E402  (experiments/bench/gpu_rates.py: measured GPU rates, else the assumed ones)
+from mnemis.testing import gpu_rates  # measured GPU rates once the GPU smoke has run, else the assumed ones
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "experiments" / "results" / "beam_scale.json"
