@@ -227,6 +227,19 @@ def test_no_benchmark_or_library_module_imports_a_test():
     assert not bad, bad
 
 
+def test_no_benchmark_imports_another_by_path():
+    """What benchmarks share lives in mnemis.testing, imported like any module: no benchmark imports another one
+    (by a sys.path entry or by file location)."""
+    files = _files(REPO / "experiments")
+    benches = {p.stem for p in files}
+    bad = []
+    for p in files:
+        deps = imports(p, REPO, set())
+        if any(d.split(".")[0] in benches - {p.stem} for d in deps) or "spec_from_file_location" in p.read_text():
+            bad.append(str(p.relative_to(REPO)))
+    assert not bad, bad
+
+
 def test_the_checker_sees_deferred_relative_and_climbing_imports(tmp_path):
     pkg = tmp_path / "mnemis" / "index"
     pkg.mkdir(parents=True)
