@@ -322,7 +322,7 @@ _RATES = gpu_rates.llm_rates()
 ASSUMPTIONS = {
     "model": "Qwen3-8B (the paper's extraction model), bf16, vLLM with prefix caching off",
     # measured by experiments/bench/gpu_smoke.sh once it has run, else 2 x 8.2e9 FLOP/token at 40% of 790 TFLOP/s
-    # and 2,500 decode tokens/s (assumed): experiments/bench/gpu_rates.py, which says which in "rates_source"
+    # and 2,500 decode tokens/s (assumed): mnemis/testing/gpu_rates.py, which says which in "rates_source"
     "h200_prefill_tokens_per_s": _RATES["prefill_tokens_per_s"],
     "h200_decode_tokens_per_s": _RATES["decode_tokens_per_s"],
     "rates_source": _RATES["source"],
