@@ -107,15 +107,22 @@ def server_command(peers: Mapping[str, Any], model_path: str, port: int) -> tupl
 _SERVERS: dict[str, tuple[str, subprocess.Popen, Any]] = {}  # one server per model and process, for every peer
 
 
+def stop_process(proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    """Stop a server started in a session of its own: terminate it, and kill its process group when it has not
+    exited within ``timeout_s``."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+
+
 def _stop_server(path: str) -> None:
     _url, proc, logf = _SERVERS.pop(path)
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
+    stop_process(proc)
     logf.close()
 
 
