@@ -24,6 +24,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from mnemis.eval.run_dir import HEALTH_FILE, LEDGER_FILE
+
 REPO = Path(__file__).resolve().parents[2]
 RUN = ["experiment=paper_locomo_k10", "llm=openai_compat", "llm.backend.model=peer", "llm.backend.extra_body=null",
        "judge_llms.paper=${llm}", "embedder=minilm", "reranker=smollm2_cpu", "dataset.slice.groups=[conv-26]",
@@ -65,8 +67,8 @@ def rehearse(work: Path, max_model_len: int, extra: list[str], timeout_s: float)
         wall = time.monotonic() - t1
         after, statuses1 = server_counts(url), http_statuses(url)
     run = work / "run"
-    ledger = json.loads((run / "ledger.json").read_text()) if (run / "ledger.json").is_file() else {}
-    health = json.loads((run / "health.json").read_text()) if (run / "health.json").is_file() else {}
+    ledger = json.loads((run / LEDGER_FILE).read_text()) if (run / LEDGER_FILE).is_file() else {}
+    health = json.loads((run / HEALTH_FILE).read_text()) if (run / HEALTH_FILE).is_file() else {}
     stages = ledger.get("stages") or {}
     total = ledger.get("total") or {}
     refused_by_server = sum(v - statuses0.get(k, 0.0) for k, v in statuses1.items() if k.startswith("4"))

@@ -38,6 +38,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from mnemis.eval.run_dir import BUILD_SUMMARY_FILE  # noqa: E402
 from mnemis.testing.bench_replay import run_mode  # noqa: E402
 from mnemis.testing.bench_runs import summarize  # noqa: E402
 
@@ -93,7 +94,7 @@ def builder_cost(summary: dict[str, Any], totals: dict[str, Any], n: int) -> dic
 
 def report(run_dir: Path) -> dict[str, Any]:
     s = summarize(run_dir)
-    build = json.loads((run_dir / "build_summary.json").read_text())
+    build = json.loads((run_dir / BUILD_SUMMARY_FILE).read_text())
     shape = graph_shape(Path(build["store"]))
     totals = build.get("ingest_totals") or {}
     n = max(shape["episodes"], 1)

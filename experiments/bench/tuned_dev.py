@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mnemis.eval.run_dir import METRICS_FILE
 from mnemis.testing import bench_replay, bench_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,7 +127,7 @@ def run(variants: Sequence[str], experiment: str, slice_overrides: Sequence[str]
         import_archive(bench_replay.archive_path(out), cache)
     walls: dict[str, float | None] = {}
     for v in variants:  # the JSON and the archive are rewritten after every variant: a stop keeps what finished
-        if reuse_finished and (runs_dir / v / "metrics.json").is_file():
+        if reuse_finished and (runs_dir / v / METRICS_FILE).is_file():
             walls[v] = None  # finished in an earlier sitting of this run (its replies are in the cache)
         else:
             walls[v] = round(bench_replay.run_mode("paper", experiment, (runs_dir / v).resolve(),
