@@ -82,9 +82,6 @@ def build(node: Any, **kwargs: Any) -> Any:
     return instantiate(node, _convert_="all", **kwargs)
 
 
-from mnemis.address import config_hash, drop_fields  # noqa: E402,F401  (re-exported for old callers)
-
-
 def compose(overrides: list[str] | None = None, config_name: str = "config") -> Any:
     """Compose the config tree outside a Hydra app (tests, notebooks)."""
     from hydra import compose as hydra_compose

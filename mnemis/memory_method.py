@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mnemis.eval.run_dir import RERANK_CACHE_FILE, retrieval_files
 from mnemis.memory import Memory
 from mnemis.method import Method, MethodContexts, MethodRun, json_file
 from mnemis.types import Question
@@ -25,8 +26,8 @@ class MnemisMethod(Method):
     def contexts(self, questions: Sequence[Question]) -> MethodContexts:
         run = self.run
         res = self.memory.retrieve(questions)
-        files = res.files()
+        files = retrieval_files(res)
         if run.settings.retrieval.fusion.scorer == "reranker" and hasattr(run.models.reranker, "stats"):
-            files["rerank_cache.json"] = json_file(run.models.reranker.stats.to_dict())
+            files[RERANK_CACHE_FILE] = json_file(run.models.reranker.stats.to_dict())
         routes = {f"{self.name}/{route}": ctxs for route, ctxs in res.routes().items()}
         return MethodContexts(res.texts, res.contexts, recall_routes=routes, files=files)

@@ -120,7 +120,7 @@ class ModelRoles:
 
 def peers_server_node(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> dict[str, Any]:
     """The vLLM OpenAI server the peers' harness starts on ``llm``'s weights, as a vLLM backend node (the
-    server's own settings come from ``peers``: :func:`mnemis.baselines.peers.common.server_command`)."""
+    server's own settings come from ``peers``: :func:`mnemis.models.llm.local_server.server_command`)."""
     backend = llm.get("backend") or {}
     return {"backend": {
         "_target_": "vllm.entrypoints.openai.api_server", "model": backend.get("model"),

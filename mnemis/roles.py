@@ -4,7 +4,8 @@
 null; each judge names its model slot under ``judge_llms`` (null = the run's ``llm``, the model under
 test) and its LoCoMo criterion. ``check_roles`` turns an unfillable role into a startup error naming
 the key; ``roles_summary`` is the ``roles.json`` the report shows (including which judges grade their
-own model's answers). ``run_seeds`` reads the ``seeds=[...]`` option.
+own model's answers). ``run_seeds`` reads the ``seeds=[...]`` option. A role or seed list that cannot work
+raises :class:`RoleError` (the CLI turns it into a one-line exit).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ NOT_MODEL_FIELDS = frozenset({"cache_dir", "cache_mode"})  # where replies are c
 # Model roles besides the build model ``llm``: null falls back to ``llm``. Not build keys, so changing
 # them reuses the built memory. Every role is listed in mnemis.model_roles.ModelRoles.
 ROLE_KEYS = LLM_ROLE_KEYS
+
+
+class RoleError(ValueError):
+    """A model role, judge or seed list of the config that cannot work; the message names the key to set."""
 
 
 def judge_specs(plain: dict[str, Any]) -> list[dict[str, Any]]:
@@ -65,29 +70,29 @@ def check_roles(plain: dict[str, Any]) -> None:
         try:
             answer_prompt_for(plain.get("answer"), method)
         except ValueError as exc:
-            raise SystemExit(f"mnemis {plain.get('command')}: {exc}") from None
+            raise RoleError(str(exc)) from None
     slots = plain.get("judge_llms") or {}
     seen: set[str] = set()
     for i, spec in enumerate(judge_specs(plain)):
         where = f"judge.judges[{i}] ({spec['name']})"
         if spec["name"] in seen:
-            raise SystemExit(f"{where}: duplicate judge name")
+            raise RoleError(f"{where}: duplicate judge name")
         seen.add(spec["name"])
         if spec["criterion"] not in LOCOMO_CRITERIA:
-            raise SystemExit(f"{where}: criterion={spec['criterion']!r}; choose one of {sorted(LOCOMO_CRITERIA)}")
+            raise RoleError(f"{where}: criterion={spec['criterion']!r}; choose one of {sorted(LOCOMO_CRITERIA)}")
         slot = spec["llm"]
         if spec["lme_format"] == "yes_no":
             node = plain.get("llm") if slot is None else slots.get(slot)
             cls = backend_class(node)
             if cls is not None and not getattr(cls, "plain_text", True):
                 key = "llm" if slot is None else f"judge_llms.{slot}"
-                raise SystemExit(
+                raise RoleError(
                     f"{where}: judge.longmemeval_format=yes_no needs a model that writes free text, but {key} is "
                     f"{cls.__name__}, which only writes schema instances. Set {key} to a real model, or "
                     "judge.longmemeval_format=reasoned")
         if slot is not None and slots.get(slot) is None:
             paper = " The paper judged every row with GPT-4.1-mini." if plain.get("fidelity") == "paper" else ""
-            raise SystemExit(
+            raise RoleError(
                 f"{where} is judged by judge_llms.{slot}, which is empty.{paper} Set it to an LLM config, e.g. "
                 f"`+llm@judge_llms.{slot}=openai_compat judge_llms.{slot}.backend.model=gpt-4.1-mini "
                 f"judge_llms.{slot}.backend.base_url=https://api.openai.com/v1 judge_llms.{slot}.backend.extra_body=null`, "
@@ -132,13 +137,13 @@ def run_seeds(plain: dict[str, Any]) -> list[int]:
     if seeds is None:
         return [int(plain.get("seed", 0))]
     if isinstance(seeds, (int, str)) or not seeds:
-        raise SystemExit(f"seeds={seeds!r}: give a non-empty list such as seeds=[0,1,2]")
+        raise RoleError(f"seeds={seeds!r}: give a non-empty list such as seeds=[0,1,2]")
     try:
         out = [int(s) for s in seeds]
     except (TypeError, ValueError):
-        raise SystemExit(f"seeds={seeds!r}: seeds must be integers") from None
+        raise RoleError(f"seeds={seeds!r}: seeds must be integers") from None
     if len(set(out)) != len(out):
-        raise SystemExit(f"seeds={seeds!r}: repeated seed")
+        raise RoleError(f"seeds={seeds!r}: repeated seed")
     temperature = float((plain.get("answer") or {}).get("temperature") or 0.0)
     if len(out) > 1 and temperature == 0.0:
         log.warning("seeds=%s with answer.temperature=0: greedy answers do not depend on the seed, so the "

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from mnemis.eval.explorer import snapshot_from_build
-from mnemis.eval.headless import chromium
+from mnemis.testing.headless import chromium
 from mnemis.eval.report import write_report
 
 

@@ -39,6 +39,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from mnemis.eval.run_dir import HEALTH_FILE, LEDGER_FILE
+
 REPO = Path(__file__).resolve().parents[2]
 FILL = 10
 PROFILES: dict[str, dict[str, Any]] = {
@@ -238,12 +240,12 @@ def run_profile(name: str, work: Path, code: Path, locomo_dir: Path | None, extr
         out = {"profile": profile, "exit_code": proc.returncode, "wall_s": round(wall, 1), **stub.summary()}
     if proc.returncode != 0:
         out["stderr_tail"] = proc.stderr[-3000:]
-    ledger = _json(run_dir / "ledger.json")
+    ledger = _json(run_dir / LEDGER_FILE)
     if ledger:
         stages = ledger.get("stages") or {}
         out["ledger"] = {k: {s: c.get(k, 0) for s, c in stages.items() if c.get(k)}
                          for k in ("clamped", "clamped_cut", "over_limit", "unconstrained", "failures")}
-    health = _json(run_dir / "health.json")
+    health = _json(run_dir / HEALTH_FILE)
     if health is not None:
         out["health_warnings"] = health.get("warnings") or []
     return out

@@ -4,7 +4,7 @@ LoCoMo conv-26's first session (``--turns``, 6 by default: SmolLM2 writes every 
 
     python experiments/bench/api_route_rehearsal.py --out experiments/results/api_route_rehearsal.json
 
-The server is started the way the peers' server is (:func:`mnemis.baselines.peers.common.local_endpoint`), with
+The server is started the way the peers' server is (:func:`mnemis.models.llm.local_server.local_endpoint`), with
 compact JSON decoding (``disable_any_whitespace``, as the in-process backend decodes) and stopped at the end. The
 JSON holds what must be zero (requests the server refused, in its own HTTP counters and in the run's ledger;
 requests decoded without their schema; failed requests; Run health warnings about budgets and limits) beside the
@@ -23,6 +23,8 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from mnemis.eval.run_dir import HEALTH_FILE, LEDGER_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = ["experiment=paper_locomo_k10", "llm=openai_compat", "llm.backend.model=peer", "llm.backend.extra_body=null",
@@ -50,7 +52,7 @@ def http_statuses(base_url: str) -> dict[str, float]:
 
 
 def rehearse(work: Path, max_model_len: int, extra: list[str], timeout_s: float) -> dict[str, Any]:
-    from mnemis.baselines.peers.common import local_endpoint, server_counts
+    from mnemis.models.llm.local_server import local_endpoint, server_counts
 
     work.mkdir(parents=True, exist_ok=True)
     peers = {"max_model_len": max_model_len, "kv_cache_memory_bytes": 1 << 30, "server_timeout_s": 900,
@@ -69,8 +71,8 @@ def rehearse(work: Path, max_model_len: int, extra: list[str], timeout_s: float)
         wall = time.monotonic() - t1
         after, statuses1 = server_counts(url), http_statuses(url)
     run = work / "run"
-    ledger = json.loads((run / "ledger.json").read_text()) if (run / "ledger.json").is_file() else {}
-    health = json.loads((run / "health.json").read_text()) if (run / "health.json").is_file() else {}
+    ledger = json.loads((run / LEDGER_FILE).read_text()) if (run / LEDGER_FILE).is_file() else {}
+    health = json.loads((run / HEALTH_FILE).read_text()) if (run / HEALTH_FILE).is_file() else {}
     stages = ledger.get("stages") or {}
     total = ledger.get("total") or {}
     refused_by_server = sum(v - statuses0.get(k, 0.0) for k, v in statuses1.items() if k.startswith("4"))

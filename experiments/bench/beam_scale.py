@@ -8,8 +8,8 @@ It is written in BEAM's 10M layout and loaded with ``mnemis.data.beam.load_beam`
 counted with the Qwen2.5 tokenizer (Qwen3's vocabulary) on a sample.
 
 Stages, each in its own process (its peak RSS is that stage's): ``ingest`` (base graph: extraction,
-resolution, facts, summaries, embeddings; ``mnemis.scale.responder`` answers every LLM call by rule),
-``hierarchy`` (``mnemis.scale.hierarchy_rules`` puts every six nodes of a layer in one category, so every layer
+resolution, facts, summaries, embeddings; ``mnemis.testing.responder`` answers every LLM call by rule),
+``hierarchy`` (``mnemis.testing.hierarchy_rules`` puts every six nodes of a layer in one category, so every layer
 is built), ``system1`` (index build on the first call, then one question per call: p50/p95 over the 20
 questions and 180 extra queries), ``system2`` (System-2 selection over all 20 questions, then the full
 retrieval: System-1 + System-2 + fusion + rendering). Each records wall time, peak memory and the store size.
@@ -38,8 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gpu_rates  # noqa: E402  (experiments/bench/gpu_rates.py: measured GPU rates, else the assumed ones)
+from mnemis.testing import gpu_rates  # measured GPU rates once the GPU smoke has run, else the assumed ones
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "experiments" / "results" / "beam_scale.json"
@@ -97,7 +96,7 @@ def _memory(work: Path):
     from mnemis.memory import Memory
     from mnemis.models.embed import HashingEmbedder
     from mnemis.models.rerank import CosineReranker
-    from mnemis.scale.hierarchy_rules import scripted_hierarchy_llm
+    from mnemis.testing.hierarchy_rules import scripted_hierarchy_llm
 
     emb = HashingEmbedder(64)
     return Memory.from_models(scripted_hierarchy_llm(None), emb, CosineReranker(embedder=emb),
@@ -212,7 +211,7 @@ class _Counting:
 
     def __init__(self, tok) -> None:
         from mnemis.models.llm.scripted import ScriptedBackend
-        from mnemis.scale.hierarchy_rules import hierarchy_responder
+        from mnemis.testing.hierarchy_rules import hierarchy_responder
 
         self.inner = ScriptedBackend(hierarchy_responder, model_id="scripted-count")
         self.model_id = self.inner.model_id
@@ -323,7 +322,7 @@ _RATES = gpu_rates.llm_rates()
 ASSUMPTIONS = {
     "model": "Qwen3-8B (the paper's extraction model), bf16, vLLM with prefix caching off",
     # measured by experiments/bench/gpu_smoke.sh once it has run, else 2 x 8.2e9 FLOP/token at 40% of 790 TFLOP/s
-    # and 2,500 decode tokens/s (assumed): experiments/bench/gpu_rates.py, which says which in "rates_source"
+    # and 2,500 decode tokens/s (assumed): mnemis/testing/gpu_rates.py, which says which in "rates_source"
     "h200_prefill_tokens_per_s": _RATES["prefill_tokens_per_s"],
     "h200_decode_tokens_per_s": _RATES["decode_tokens_per_s"],
     "rates_source": _RATES["source"],
@@ -356,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     tok = _tokenizer()
     out: dict[str, Any] = {
-        "what": "one BEAM-shaped conversation end to end with the scripted LLM (mnemis.scale.responder): ingestion, "
+        "what": "one BEAM-shaped conversation end to end with the scripted LLM (mnemis.testing.responder): ingestion, "
                 "hierarchy, System-1, System-2; per stage wall time, peak RSS (each stage its own process) and store "
                 "size. The conversation is SYNTHETIC (the upstream 10M chats are not reachable here); see the docstring.",
         "command": "python experiments/bench/beam_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -368,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     out["real_beam_100K"] = {"path": "beam/100K (all 20 chats; tokens from a sampled ratio)", **real_100k}
     if "synth" not in args.skip:
         t = time.perf_counter()
-        from mnemis.scale.beam_synth import synthesize
+        from mnemis.testing.beam_synth import synthesize
 
         out["synthetic"] = synthesize(args.work / "data", args.tokens,
                                       lambda texts: sum(map(len, texts)) / max(count_tokens(tok, texts), 1))

@@ -1,7 +1,7 @@
 """The engine-death probe: an engine that dies mid-run, then the same run repeated on a healthy engine.
 
 ``Memory.add`` of a 60-message conversation, ``organize``, ``answer`` of a few questions and a judge, on a scripted
-model (rule-based valid replies, :mod:`mnemis.scale.responder`). The engine dies (raises on every batch from then
+model (rule-based valid replies, :mod:`mnemis.testing.responder`). The engine dies (raises on every batch from then
 on, as a dead vLLM engine does) either after its second batch (the original probe) or at a chosen stage; the
 same flow is then repeated with a healthy engine on the same store, response cache and judge progress. The repeat
 must end identical to a run whose engine never died: same facts, mentions, entities, hierarchy, answers and
@@ -35,7 +35,7 @@ from mnemis.models.llm.base import LLMRequest
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.models.rerank import CosineReranker
-from mnemis.scale.responder import base_graph_responder, user_text
+from mnemis.testing.responder import base_graph_responder, user_text
 from mnemis.types import Question
 
 GROUP = "chat"

@@ -152,7 +152,8 @@ def selection_requests(plain: dict[str, Any], episodes: list, questions: list) -
 
 
 def answer_requests(plain: dict[str, Any], episodes: list, questions: list, tokenizer: Any) -> dict[str, list]:
-    from mnemis.baselines.full_context import full_context, token_counter
+    from mnemis.baselines.full_context import full_context
+    from mnemis.models.token_counts import token_counter
     from mnemis.models.llm.base import LLMRequest, Sampling
     from mnemis.prompts.answer import answer_prompt_for
     from mnemis.render import render_episodes

@@ -98,7 +98,7 @@ def recorded_requests() -> tuple[str, list, list]:
     from mnemis.models.llm.client import LLM
     from mnemis.models.llm.scripted import ScriptedBackend
     from mnemis.models.rerank import CosineReranker
-    from mnemis.scale.hierarchy_rules import hierarchy_responder
+    from mnemis.testing.hierarchy_rules import hierarchy_responder
 
     class Recording(ScriptedBackend):
         def __init__(self) -> None:

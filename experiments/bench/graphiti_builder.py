@@ -10,7 +10,7 @@ machine cannot reach: the model under test judges, for both builders alike) and 
 - failed or cut replies: ours from the ledger (schema failures, truncations), Graphiti's from its counted
   requests (replies cut at ``max_tokens``, requests that raised, ``add_episode`` calls that failed);
 - wall time of the base-graph build;
-- System-1 evidence recall and judged answer accuracy on the slice's questions (:mod:`cpu_quality`'s summary).
+- System-1 evidence recall and judged answer accuracy on the slice's questions (:func:`mnemis.testing.bench_runs.summarize`).
 
 Usage (nice it: the machine is shared)::
 
@@ -37,9 +37,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "experiments" / "bench"))
 
-from cpu_quality import run_mode, summarize  # noqa: E402
+from mnemis.eval.run_dir import BUILD_SUMMARY_FILE  # noqa: E402
+from mnemis.testing.bench_replay import run_mode  # noqa: E402
+from mnemis.testing.bench_runs import summarize  # noqa: E402
 
 TABLE3_PROMPT_TOKENS_PER_EPISODE = 6600  # the paper's Table 3 (Graphiti base graph, LoCoMo), rounded as it reads
 INGEST_STAGES = ("extract_entities", "reflect_entities", "extract_facts", "reflect_facts", "resolve_entities",
@@ -93,7 +94,7 @@ def builder_cost(summary: dict[str, Any], totals: dict[str, Any], n: int) -> dic
 
 def report(run_dir: Path) -> dict[str, Any]:
     s = summarize(run_dir)
-    build = json.loads((run_dir / "build_summary.json").read_text())
+    build = json.loads((run_dir / BUILD_SUMMARY_FILE).read_text())
     shape = graph_shape(Path(build["store"]))
     totals = build.get("ingest_totals") or {}
     n = max(shape["episodes"], 1)

@@ -22,8 +22,8 @@ question by question, and each variant against plain paper mode question by ques
 
 The base-graph stages run under the CPU reply caps the conv-26 run used (``--reply-caps cpu``, the default;
 ``none`` keeps paper mode's schema-sized budgets), and the selection replies under our default budget of
-:data:`SELECT_CAP_CPU` tokens, whose complete selections a cut reply keeps (paper mode's budget is the schema's
-worst case over the whole candidate list: with a first pick required over a flat layer, the selections of
+:data:`mnemis.testing.bench_replay.SELECT_CAP_CPU` tokens, whose complete selections a cut reply keeps
+(paper mode's budget is the schema's worst case over the whole candidate list: with a first pick required over a flat layer, the selections of
 ``s2_first_pick`` did not finish in the time we gave them on 2 cores). ``--archive`` (on by default) keeps the replies beside the JSON (``heldout_ablations.cache.jsonl.gz``); a stopped
 run continues from its cache (``--seed-cache`` loads the archive first, on another machine).
 """
@@ -31,20 +31,19 @@ run continues from its cache (``--seed-cache`` loads the archive first, on anoth
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mnemis.testing import bench_replay, bench_runs
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO / "experiments" / "results" / "heldout_ablations.json"
 EXPERIMENT = "cpu_heldout"
-SELECT_CAP_CPU = 512  # retrieval.system2.max_tokens of our default (conf/retrieval/mnemis.yaml) under --reply-caps cpu
 CACHE_DIR = ".cache/mnemis_heldout"
 # variant -> overrides on top of mode=paper
 VARIANTS: dict[str, list[str]] = {
@@ -56,66 +55,17 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
-def _cpu_quality():
-    if "cpu_quality" in sys.modules:
-        return sys.modules["cpu_quality"]
-    spec = importlib.util.spec_from_file_location("cpu_quality", REPO / "experiments" / "bench" / "cpu_quality.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["cpu_quality"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _rows(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "questions.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
-
-
-def variant_figures(summary: dict[str, Any]) -> dict[str, Any]:
-    """What a variant is judged on, from its cpu_quality summary."""
-    health = summary.get("health") or {}
-    return {
-        "status": summary.get("status"),
-        "accuracy": summary.get("overall_by_judge"),
-        "token_f1": summary.get("token_f1"),
-        "system2": health.get("system2"),
-        "route_recall": health.get("recall"),
-        "hierarchy": health.get("hierarchy"),
-        "memory": summary.get("memory"),
-        "evidence_recall": summary.get("evidence_recall"),
-        "mnemis_vs_rag": (summary.get("paired") or {}).get("mnemis_vs_rag"),
-        "why_mnemis_lost": (summary.get("disagreements") or {}).get("mnemis_vs_rag"),
-        "warnings": health.get("warnings"),
-    }
-
-
-def against_paper(rows: dict[str, list[dict[str, Any]]], judges: Sequence[str]) -> dict[str, Any]:
-    """Each variant's Mnemis against plain paper mode's Mnemis, question by question."""
-    from mnemis.eval.paired import compare_rows
-
-    base = [{**r, "method": "paper"} for r in rows.get("paper", []) if r.get("method") == "mnemis"]
-    out = {}
-    for name, rs in rows.items():
-        if name == "paper" or not base:
-            continue
-        mine = [{**r, "method": name} for r in rs if r.get("method") == "mnemis"]
-        if mine:
-            out[f"{name}_vs_paper"] = compare_rows([*mine, *base], name, "paper", judges=judges)
-    return out
-
-
 def report(runs_dir: Path, variants: Sequence[str], command: str) -> dict[str, Any]:
-    cq = _cpu_quality()
-    summaries = {v: cq.summarize(runs_dir / v) for v in variants}
-    rows = {v: _rows(runs_dir / v) for v in variants}
+    summaries = {v: bench_runs.summarize(runs_dir / v) for v in variants}
+    rows = {v: bench_runs.question_rows(runs_dir / v) for v in variants}
     judges = sorted({j for s in summaries.values() for m in (s.get("overall_by_judge") or {}).values() for j in m})
     out = {
         "what": "paper mode and ablations that close its empty-reply exits, on a held-out LoCoMo slice "
                 f"(experiment={EXPERIMENT}), Mnemis and RAG, Qwen2.5-Coder-1.5B in every role (judges too)",
         "command": command,
         "experiment": EXPERIMENT,
-        "variants": {v: {"overrides": VARIANTS[v], **variant_figures(summaries[v])} for v in variants},
-        "against_paper": against_paper(rows, judges),
+        "variants": {v: {"overrides": VARIANTS[v], **bench_runs.variant_figures(summaries[v])} for v in variants},
+        "against_paper": bench_runs.against_paper(rows, judges),
         "slice": next(iter(summaries.values())).get("slice") if summaries else None,
     }
     if any(s.get("status") != "complete" for s in summaries.values()):
@@ -128,22 +78,21 @@ def run(variants: Sequence[str], runs_dir: Path, out: Path, overrides: Sequence[
     """Run every variant (``seed_cache``: the archive loaded into the cache first). ``refill``: a seeded re-run that
     re-measures the JSON on this machine, keeping the first sitting's wall times (``wall_s_before_refill``) and
     recording, per stage, the replies the model added to the archive (``refill``)."""
-    cq = _cpu_quality()
     from mnemis.models.cache_archive import stage_counts
 
-    cache = cq.run_cache_dir([f"paths.cache_dir={CACHE_DIR}", *overrides])
+    cache = bench_replay.run_cache_dir([f"paths.cache_dir={CACHE_DIR}", *overrides])
     before_json = json.loads(out.read_text()) if refill and out.is_file() else {}
-    if seed_cache and cq.archive_path(out).is_file():
+    if seed_cache and bench_replay.archive_path(out).is_file():
         from mnemis.models.cache_archive import import_archive
 
-        import_archive(cq.archive_path(out), cache)
+        import_archive(bench_replay.archive_path(out), cache)
     before = stage_counts(cache)
     walls = {}
     for v in variants:
-        walls[v] = round(cq.run_mode("paper", EXPERIMENT, (runs_dir / v).resolve(),
+        walls[v] = round(bench_replay.run_mode("paper", EXPERIMENT, (runs_dir / v).resolve(),
                                      [f"paths.cache_dir={cache}", *VARIANTS[v], *overrides]), 1)
     result = {**report(runs_dir, variants, command), "overrides": list(overrides), "wall_s": walls,
-              "host": cq.host()}
+              "host": bench_replay.host()}
     if refill:
         after = stage_counts(cache)
         added = {st: after[st]["replies"] - before.get(st, {}).get("replies", 0) for st in after}
@@ -156,8 +105,8 @@ def run(variants: Sequence[str], runs_dir: Path, out: Path, overrides: Sequence[
     if archive:
         from mnemis.models.cache_archive import export_archive
 
-        counts = export_archive(cache, cq.archive_path(out))
-        result["cache_archive"] = {"file": os.path.relpath(cq.archive_path(out), REPO), **counts}
+        counts = export_archive(cache, bench_replay.archive_path(out))
+        result["cache_archive"] = {"file": os.path.relpath(bench_replay.archive_path(out), REPO), **counts}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(f"wrote {out}")
@@ -167,40 +116,39 @@ def run(variants: Sequence[str], runs_dir: Path, out: Path, overrides: Sequence[
 def replay(out: Path, overrides: Sequence[str], *, rearchive: bool = False) -> int:
     """Every variant again from the archive alone (``cache_mode=replay_only``); exit 1 when a figure differs.
     ``rearchive``: when every figure came out the same, keep the replay's cache as the archive and record the
-    replay in the JSON (``cpu_quality.rearchive``)."""
-    cq = _cpu_quality()
+    replay in the JSON (``mnemis.testing.bench_replay.rearchive``)."""
     from mnemis.models.cache_archive import import_archive
 
     saved = json.loads(out.read_text())
     work = Path(tempfile.mkdtemp(prefix="heldout_replay_"))
-    import_archive(cq.archive_path(out), work / "cache")
+    import_archive(bench_replay.archive_path(out), work / "cache")
     variants = list(saved["variants"])
     runs = [work / "runs" / v for v in variants]
 
     def misses() -> dict[str, list[dict[str, Any]]]:
-        found = {v: cq.replay_misses([work / f"{v}.stderr", work / "runs" / v / "mnemis.log"]) for v in variants}
+        found = {v: bench_replay.replay_misses([work / f"{v}.stderr", work / "runs" / v / "mnemis.log"]) for v in variants}
         return {v: m for v, m in found.items() if m}
 
     for v in variants:
         try:
-            cq.run_mode("paper", EXPERIMENT, work / "runs" / v,
+            bench_replay.run_mode("paper", EXPERIMENT, work / "runs" / v,
                         [f"paths.cache_dir={work / 'cache'}", f"paths.artifacts_dir={work / 'artifacts'}",
                          "cache_mode=replay_only", *VARIANTS[v], *saved.get("overrides", []), *overrides],
                         stderr_path=work / f"{v}.stderr")
         except subprocess.CalledProcessError as exc:
-            print(cq.replay_stopped(v, exc.returncode, saved.get("host") or {}, cq.host()))
+            print(bench_replay.replay_stopped(v, exc.returncode, saved.get("host") or {}, bench_replay.host()))
             print(f"FIGURES NOT REPRODUCED (replayed runs in {work})")
             if rearchive and exc.returncode > 0:  # (a run stopped by a signal says nothing about the archive)
-                cq.record_failed_replay(out, misses(), runs)
+                bench_replay.record_failed_replay(out, misses(), runs)
             return 1
     now = report(work / "runs", variants, saved.get("command", ""))
-    same = json.dumps(cq.figures(now), sort_keys=True) == json.dumps(
-        cq.figures({k: v for k, v in saved.items() if k in now}), sort_keys=True)
+    same = json.dumps(bench_replay.figures(now), sort_keys=True) == json.dumps(
+        bench_replay.figures({k: v for k, v in saved.items() if k in now}), sort_keys=True)
     print("every figure reproduced" if same else f"FIGURES DIFFER (replayed runs in {work})")
     if same and rearchive:
-        cq.rearchive(out, work / "cache", runs)
+        bench_replay.rearchive(out, work / "cache", runs)
     elif rearchive:
-        cq.record_failed_replay(out, misses(), runs)
+        bench_replay.record_failed_replay(out, misses(), runs)
     return 0 if same else 1
 
 
@@ -222,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--reply-caps", choices=("cpu", "none"), default="cpu",
                     help="completion caps of the base-graph stages, as cpu_quality's --paper-reply-caps (cpu: the "
                          "caps the conv-26 run used, so a runaway reply cannot hold a batch for many minutes), "
-                         f"and of the selection replies ({SELECT_CAP_CPU}, our default)")
+                         f"and of the selection replies ({bench_replay.SELECT_CAP_CPU}, our default)")
     ap.add_argument("overrides", nargs="*", help="hydra overrides after --")
     args = ap.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -239,12 +187,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     command += " --refill" if args.refill else ""
     command += (" -- " + " ".join(args.overrides)) if args.overrides else ""
     # the caps travel with the overrides, which the JSON keeps, so --replay sends the same requests
-    caps = _cpu_quality().paper_cap_overrides(args.reply_caps)
-    caps += [f"retrieval.system2.max_tokens={SELECT_CAP_CPU}"] if args.reply_caps == "cpu" else []
+    caps = bench_replay.paper_cap_overrides(args.reply_caps)
+    caps += [f"retrieval.system2.max_tokens={bench_replay.SELECT_CAP_CPU}"] if args.reply_caps == "cpu" else []
     overrides = [*caps, *args.overrides]
     if args.summarize:
         result = {**report(args.runs_dir, variants, command + " (re-summarised)"), "overrides": overrides,
-                  "host": _cpu_quality().host()}
+                  "host": bench_replay.host()}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {args.out}")

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemis.ingest.cost import cost_report
+from mnemis.testing.ingest_cost import cost_report
 from mnemis.types import Episode
 
 

@@ -1,7 +1,7 @@
 """What the paper's ingest settings cost in LLM requests and prompt size, without a model.
 
 Builds the base graph of a LoCoMo slice three times with the rule-based scripted LLM of the scale tests
-(``mnemis.scale.responder``: capitalised words are entities, each links to the first; no model, so the
+(``mnemis.testing.responder``: capitalised words are entities, each links to the first; no model, so the
 figures are request counts and prompt sizes, not quality) and the hashing embedder:
 
 - ``ours``: the defaults (summaries once at the end, per-item candidate unions);
@@ -31,7 +31,7 @@ MODES = {
 def run(episodes, knobs: dict) -> dict:
     from mnemis.ingest.pipeline import BaseGraphBuilder
     from mnemis.models.embed import HashingEmbedder
-    from mnemis.scale.responder import scripted_llm
+    from mnemis.testing.responder import scripted_llm
     from mnemis.store.sqlite import GraphStore
 
     llm = scripted_llm()

@@ -9,7 +9,7 @@ Builds, both made here with the scripted LLM (no model), so the graph is only sh
 - ``quickstart``: the quickstart slice (LoCoMo conv-26, session 1: 18 turns, its 4 questions);
 - ``locomo``: all 10 LoCoMo conversations (5,882 turns), categories 1-4 (1,540 questions).
 
-Base graph: :mod:`mnemis.scale.responder` (capitalised words of a message are its entities, each linked
+Base graph: :mod:`mnemis.testing.responder` (capitalised words of a message are its entities, each linked
 to the first by a fact). Hierarchy: a rule-based categoriser that groups each prompt's nodes in fours
 while the prompt holds more than 12 nodes, and otherwise gives each node its own category (so the layer
 does not shrink and construction stops there: top layers of 4-12 nodes). Embedder: 64-d hashing.
@@ -115,7 +115,7 @@ def select_reply(policy: str) -> Callable[[Any], dict[str, Any]]:
 def responder(policy: str) -> Callable[[Any], Any]:
     from mnemis.hierarchy.build import STAGE_CATEGORIZE, STAGE_DESCRIBE, STAGE_REASK
     from mnemis.prompts.select_nodes import SELECT_NODES
-    from mnemis.scale.responder import base_graph_responder
+    from mnemis.testing.responder import base_graph_responder
 
     sel = select_reply(policy)
 
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     report: dict[str, Any] = {
         "what": __doc__.split("\n\n")[0],
-        "llm": "scripted (mnemis.scale.responder + rule-based categoriser/selector); embedder: hashing-64",
+        "llm": "scripted (mnemis.testing.responder + rule-based categoriser/selector); embedder: hashing-64",
         "token_estimate": "approx 4 characters per token (mnemis.retrieve.context.approx_tokens)",
         "machine": platform.platform(), "builds": {},
     }

@@ -28,10 +28,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).parent))
+from mnemis.eval.run_dir import (
+    BUILD_SUMMARY_FILE,
+    LEDGER_FILE,
+    METRICS_FILE,
+    QUESTIONS_FILE,
+    TIMINGS_FILE,
+)
+from mnemis.testing.bench_runs import accuracy, f1_table, prompt_cost
 
-from cpu_quality import accuracy, f1_table, prompt_cost
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _load(path: Path) -> Any:
@@ -63,10 +69,10 @@ def summarize(run: Path) -> dict[str, Any]:
     from mnemis.eval.records import read_records
     from mnemis.store import GraphStore
 
-    rows = [r.model_dump() for r in read_records(run / "questions.jsonl")]
-    build = _load(run / "build_summary.json") or {}
+    rows = [r.model_dump() for r in read_records(run / QUESTIONS_FILE)]
+    build = _load(run / BUILD_SUMMARY_FILE) or {}
     episodes = int((build.get("dataset") or {}).get("episodes") or 0)
-    ours_cost = prompt_cost(_load(run / "ledger.json"), episodes, build)  # cached replies counted too
+    ours_cost = prompt_cost(_load(run / LEDGER_FILE), episodes, build)  # cached replies counted too
     ours_names: set[str] = set()
     ours_contradicted = 0
     counts = build.get("store_counts") or {}
@@ -83,9 +89,9 @@ def summarize(run: Path) -> dict[str, Any]:
     g_groups = graphiti.get("groups") or {}
     g_names = {n.casefold() for v in g_groups.values() for n in v.get("entity_names", [])}
     return {
-        "accuracy": accuracy(_load(run / "metrics.json") or {}),
+        "accuracy": accuracy(_load(run / METRICS_FILE) or {}),
         "token_f1": f1_table(rows),
-        "method_wall_s": _load(run / "timings.json"),
+        "method_wall_s": _load(run / TIMINGS_FILE),
         "episodes": episodes,
         "ingest_prompt_tokens_per_episode": {
             "mnemis (our base graph)": ours_cost["base_graph_prompt_tokens_per_episode"],

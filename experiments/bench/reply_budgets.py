@@ -15,7 +15,7 @@ from pathlib import Path
 from mnemis.config import compose, to_plain
 from mnemis.models.llm.base import Sampling
 from mnemis.models.llm.budget import adversarial_worst_case, plan, worst_case_tokens
-from mnemis.prompts.budgets import stage_reply_schemas
+from mnemis.testing.budgets import stage_reply_schemas
 
 CONFIGS = {"default": [], "quickstart": ["experiment=quickstart"], "paper": ["experiment=paper_locomo_k10"]}
 

@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gpu_rates  # noqa: E402  (experiments/bench/gpu_rates.py: the smoke's measured pairs/s when it has run)
+from mnemis.testing import gpu_rates  # measured GPU rates once the GPU smoke has run, else the assumed ones
 
 REPO = Path(__file__).resolve().parents[2]
 PAIRS = REPO / "experiments" / "results" / "paper_mode_pairs.json"

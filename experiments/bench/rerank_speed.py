@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from mnemis.eval.run_dir import RERANK_CACHE_FILE
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO / "experiments" / "results" / "rerank_speed.json"
 
@@ -91,7 +93,7 @@ def sweep_part(tmp: Path, groups: str, sessions: str) -> dict:
         raise SystemExit(res.stderr[-3000:])
     jobs = {}
     for n, k in ((0, 10), (1, 30)):
-        jobs[f"k={k}"] = json.loads((tmp / "sweep" / str(n) / "rerank_cache.json").read_text())
+        jobs[f"k={k}"] = json.loads((tmp / "sweep" / str(n) / RERANK_CACHE_FILE).read_text())
     return {"slice": {"groups": groups, "sessions": sessions}, "llm": "schema_fake (System-2 selects nothing)",
             "embedder": "minilm", "jobs": jobs, "wall_s": round(time.perf_counter() - t0, 1),
             "k30_pairs_already_scored_by_k10": jobs["k=30"]["hit_rate"]}

@@ -1,6 +1,6 @@
 """The same sharded ``mnemis run`` through each launcher, on CPU with the scripted model: identical figures?
 
-A synthetic LongMemEval-S-shaped workload (``mnemis.scale.synth``: haystacks of sessions, most filler sessions
+A synthetic LongMemEval-S-shaped workload (``mnemis.testing.synth``: haystacks of sessions, most filler sessions
 drawn from a shared pool, one evidence session per question) runs end to end (build, hierarchy, retrieval,
 answers, judge) with ``llm=scripted_scale`` (rule-based replies, no model), the hashing embedder and the cosine
 reranker, four ways:
@@ -38,10 +38,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mnemis.scale.synth import SynthSpec, make_lme, overlap_stats
+from mnemis.eval.run_dir import (
+    ARCHIVE_FILE,
+    HIERARCHY_METRICS_FILE,
+    METRICS_FILE,
+    QUESTIONS_FILE,
+    RECALL_FILE,
+    SHARDS_FILE,
+)
+from mnemis.testing.synth import SynthSpec, make_lme, overlap_stats
 
 REPO = Path(__file__).resolve().parents[2]
-COMPARED = ("metrics.json", "recall.json", "hierarchy_metrics.json")
+COMPARED = (METRICS_FILE, RECALL_FILE, HIERARCHY_METRICS_FILE)
 ROW_FIELDS = ("method", "seed", "question_id", "group_id", "answer", "labels", "answer_scores")
 RECALL_TOLERANCE = 1e-12
 
@@ -73,7 +81,7 @@ def figures(run_dir: Path) -> dict[str, Any]:
     """What must be identical across launchers: the figures and every row's answer and labels."""
     out: dict[str, Any] = {name: json.loads((run_dir / name).read_text()) for name in COMPARED
                            if (run_dir / name).is_file()}
-    rows = [json.loads(line) for line in (run_dir / "questions.jsonl").read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in (run_dir / QUESTIONS_FILE).read_text().splitlines() if line.strip()]
     out["rows"] = sorted((tuple(json.dumps(r.get(k), sort_keys=True) for k in ROW_FIELDS) for r in rows))
     return out
 
@@ -95,7 +103,7 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     the shards' means (``sum(mean_k * n_k) / n``), so they may differ from the one-process means in the last
     bits of a float (up to ``RECALL_TOLERANCE``)."""
     return [k for k in sorted(set(a) | set(b))
-            if (max_abs_diff(a.get(k), b.get(k)) > RECALL_TOLERANCE if k == "recall.json" else a.get(k) != b.get(k))]
+            if (max_abs_diff(a.get(k), b.get(k)) > RECALL_TOLERANCE if k == RECALL_FILE else a.get(k) != b.get(k))]
 
 
 class Killer:
@@ -168,8 +176,8 @@ def run_all(spec: SynthSpec, work: Path, *, delay_s: float = 0.0, kill_after: in
         got = figures(d / "sweep" / "merged")
         runs[name] = {"wall_s": round(wall, 2), "identical_to_one_process": not differences(reference, got),
                       "differs_in": differences(reference, got),
-                      "recall_max_abs_diff": max_abs_diff(reference.get("recall.json"), got.get("recall.json")),
-                      "shards": json.loads((d / "sweep" / "merged" / "shards.json").read_text())["coverage"]}
+                      "recall_max_abs_diff": max_abs_diff(reference.get(RECALL_FILE), got.get(RECALL_FILE)),
+                      "shards": json.loads((d / "sweep" / "merged" / SHARDS_FILE).read_text())["coverage"]}
         if killer:
             runs[name]["kill"] = {**(killer.killed or {}), "worker_pids_seen": len(killer.pids),
                                   "killed": killer.killed is not None}
@@ -179,7 +187,7 @@ def run_all(spec: SynthSpec, work: Path, *, delay_s: float = 0.0, kill_after: in
         from mnemis.models.cache_archive import import_archive
 
         where = work / "replay"
-        counts = import_archive(last / "sweep" / "merged" / "cache_archive.jsonl.gz", where / "cache")
+        counts = import_archive(last / "sweep" / "merged" / ARCHIVE_FILE, where / "cache")
         wall = mnemis(["run", *base_overrides(data, where, delay_s, None), "cache_mode=replay_only",
                        f"hydra.run.dir={where}/run"], work / "replay.log", env)
         got = figures(where / "run")
@@ -187,7 +195,7 @@ def run_all(spec: SynthSpec, work: Path, *, delay_s: float = 0.0, kill_after: in
             "archive": str(last.name), "entries": counts, "wall_s": round(wall, 2),
             "identical_to_one_process": not differences(reference, got), "differs_in": differences(reference, got)}
         print(f"replay: {runs['replay_merged_archive']}", flush=True)
-    metrics = reference["metrics.json"]
+    metrics = reference[METRICS_FILE]
     return {"workload": {**asdict(spec), **overlap_stats(items)},
             "figures": {m: {"questions": v.get("n_questions"), "groups": v.get("n_groups")}
                         for m, v in metrics.items()},

@@ -1,7 +1,7 @@
 """Scale benchmark on a synthetic LongMemEval-S-shaped workload with the scripted LLM (issue 9).
 
-Generates the workload (``mnemis.scale.synth``), then builds every group's base graph three times, each
-in fresh stores, every shard a separate process (``python -m mnemis.scale.runner``):
+Generates the workload (``mnemis.testing.synth``), then builds every group's base graph three times, each
+in fresh stores, every shard a separate process (``python -m mnemis.testing.runner``):
 
 1. ``no_reuse``: 1 process, no response cache: every prompt is sent (what a cache-less run costs);
 2. ``reuse_1``: 1 process, fresh shared cache: identical extraction prompts across groups are sent once;
@@ -28,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mnemis.scale.synth import SynthSpec, make_lme, overlap_stats
+from mnemis.testing.synth import SynthSpec, make_lme, overlap_stats
 
 
 def _launch(data: Path, shards: list[str], work: Path, cache: str, scope: str = "group") -> dict[str, Any]:
@@ -37,7 +37,7 @@ def _launch(data: Path, shards: list[str], work: Path, cache: str, scope: str = 
     procs = []
     for k, shard in enumerate(shards):
         out = work / f"out{k}.json"
-        cmd = [sys.executable, "-m", "mnemis.scale.runner", str(data), shard, str(work / f"store{k}.db"), cache,
+        cmd = [sys.executable, "-m", "mnemis.testing.runner", str(data), shard, str(work / f"store{k}.db"), cache,
                str(out), "0", scope]
         procs.append((subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), out))
     results = []

@@ -3,8 +3,8 @@
 The System-1 settings (RRF constant, BM25 weight, episode BM25 text recipe, BM25 analyzer, query
 normalisation) were first chosen on all of LoCoMo, the test set. Here they are chosen on 5
 conversations and scored on the other 5, both ways (fold A = conv 1-5, fold B = conv 6-10), with the
-machinery of ``experiments/bench/system1_recall.py`` (same embedder, same episode-route evidence recall
-over categories 1-4, the same System-1 code).
+machinery of ``experiments/bench/system1_recall.py`` (:mod:`mnemis.testing.system1_runs`: same embedder, same
+episode-route evidence recall over categories 1-4, the same System-1 code).
 
 How: the cosine list (MiniLM, the turn embedded alone) and one BM25 list per (recipe, analyzer, query
 normalisation) are each drawn once with System-1 (20 per list, as System-1 draws 2 x k for k = 10);
@@ -31,10 +31,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mnemis.testing.system1_runs import CachedQueries, run_config
 
-from system1_recall import CachedQueries, run_config  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 RRF_KS = (0, 10, 30, 60)
 BM25_WEIGHTS = (0.5, 1.0, 2.0, 3.0)

@@ -24,35 +24,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
+from mnemis.testing.system1_runs import CachedQueries, run_config
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-class CachedQueries:
-    """Wraps an embedder and memoises query vectors (the same 1,540 questions are embedded once)."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
-        self._memo: dict[str, np.ndarray] = {}
-
-    def encode(self, texts, *, kind="document"):
-        if kind != "query":
-            return self.inner.encode(texts, kind=kind)
-        todo = [t for t in dict.fromkeys(texts) if t not in self._memo]
-        if todo:
-            for t, v in zip(todo, self.inner.encode(todo, kind="query")):
-                self._memo[t] = v
-        return np.stack([self._memo[t] for t in texts])
-
-
-def run_config(store, embedder, questions, *, recipe, **kw) -> tuple[list[list[str]], float]:
-    from mnemis.retrieve.system1 import System1
-
-    s1 = System1(store, embedder, k=20, pool_factor=1, routes="rag", recipe=recipe, cache_dir=None, **kw)
-    t = time.perf_counter()
-    ctxs = s1.search(questions)
-    return [[h.id for h in c.episodes] for c in ctxs], time.perf_counter() - t
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Selection cost of System-2 on the small LoCoMo-like graph of :mod:`mnemis.scale.toy_memory` (also the graph
+"""Selection cost of System-2 on the small LoCoMo-like graph of :mod:`mnemis.testing.toy_memory` (also the graph
 of ``tests/integration/test_system2_cpu.py``).
 
 Runs the real walk with an *oracle* selector (selects exactly the ancestors of the entities mentioned
@@ -20,8 +20,8 @@ from pathlib import Path
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.retrieve.system2 import HierarchyView, System2, selection_cost
-from mnemis.scale.toy_memory import QUESTIONS
-from mnemis.scale.toy_memory import build_toy_store as _build
+from mnemis.testing.toy_memory import QUESTIONS
+from mnemis.testing.toy_memory import build_toy_store as _build
 from mnemis.types import Episode, Question
 
 

@@ -33,15 +33,16 @@ stopped; ``--archive`` (default) keeps them beside the JSON (``tuned_dev.cache.j
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from mnemis.eval.run_dir import METRICS_FILE
+from mnemis.testing import bench_replay, bench_runs
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "experiments" / "results"
@@ -74,16 +75,6 @@ SLICES: dict[str, tuple[str, list[str], str | None]] = {
 TEST = ("cpu_conv26", "cpu_quality_conv26")  # the test conversation: experiment, its paper-mode archive
 
 
-def _load(name: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "experiments" / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def hierarchy_shape(hier: dict[str, Any] | None) -> dict[str, Any]:
     """Per group: layers, nodes per layer and the share of category nodes promoted unchanged."""
     out = {}
@@ -96,19 +87,18 @@ def hierarchy_shape(hier: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def report(runs_dir: Path, variants: Sequence[str], command: str, experiment: str) -> dict[str, Any]:
-    cq, ha = _load("cpu_quality"), _load("heldout_ablations")
-    summaries = {v: cq.summarize(runs_dir / v) for v in variants}
-    rows = {v: ha._rows(runs_dir / v) for v in variants}
+    summaries = {v: bench_runs.summarize(runs_dir / v) for v in variants}
+    rows = {v: bench_runs.question_rows(runs_dir / v) for v in variants}
     judges = sorted({j for s in summaries.values() for m in (s.get("overall_by_judge") or {}).values() for j in m})
     out: dict[str, Any] = {
         "what": "our hierarchy, System-2 walk and fusion options over paper mode's base graph, answers and judges "
                 f"(experiment={experiment}), Mnemis and RAG, Qwen2.5-Coder-1.5B in every role (judges too)",
         "command": command,
         "experiment": experiment,
-        "variants": {v: {"overrides": VARIANTS[v], **ha.variant_figures(summaries[v]),
+        "variants": {v: {"overrides": VARIANTS[v], **bench_runs.variant_figures(summaries[v]),
                          "hierarchy_shape": hierarchy_shape((summaries[v].get("health") or {}).get("hierarchy"))}
                      for v in variants},
-        "against_paper": ha.against_paper(rows, judges),
+        "against_paper": bench_runs.against_paper(rows, judges),
         "slice": next(iter(summaries.values())).get("slice") if summaries else None,
     }
     if any(s.get("status") != "complete" for s in summaries.values()):
@@ -119,9 +109,8 @@ def report(runs_dir: Path, variants: Sequence[str], command: str, experiment: st
 def base_overrides(reply_caps: str, *, select_cap: bool) -> list[str]:
     """The reply caps the archived paper-mode run used, so its requests replay unchanged (the held-out run also
     capped the selection replies; the conv-26 run did not)."""
-    ha = _load("heldout_ablations")
-    caps = _load("cpu_quality").paper_cap_overrides(reply_caps)
-    return [*caps, f"retrieval.system2.max_tokens={ha.SELECT_CAP_CPU}"] if reply_caps == "cpu" and select_cap else caps
+    caps = bench_replay.paper_cap_overrides(reply_caps)
+    return [*caps, f"retrieval.system2.max_tokens={bench_replay.SELECT_CAP_CPU}"] if reply_caps == "cpu" and select_cap else caps
 
 
 def _repo_path(path: Path) -> str:
@@ -134,30 +123,29 @@ def _repo_path(path: Path) -> str:
 def run(variants: Sequence[str], experiment: str, slice_overrides: Sequence[str], seed_from: str | None,
         runs_dir: Path, out: Path, cache: Path, overrides: Sequence[str], *, archive: bool, command: str,
         reuse_finished: bool = False) -> int:
-    cq = _load("cpu_quality")
     from mnemis.models.cache_archive import export_archive, import_archive
 
     for src in [RESULTS / f"{seed_from}.json"] if seed_from else []:
-        if cq.archive_path(src).is_file():
-            import_archive(cq.archive_path(src), cache)
-    if cq.archive_path(out).is_file():
-        import_archive(cq.archive_path(out), cache)
+        if bench_replay.archive_path(src).is_file():
+            import_archive(bench_replay.archive_path(src), cache)
+    if bench_replay.archive_path(out).is_file():
+        import_archive(bench_replay.archive_path(out), cache)
     walls: dict[str, float | None] = {}
     for v in variants:  # the JSON and the archive are rewritten after every variant: a stop keeps what finished
-        if reuse_finished and (runs_dir / v / "metrics.json").is_file():
+        if reuse_finished and (runs_dir / v / METRICS_FILE).is_file():
             walls[v] = None  # finished in an earlier sitting of this run (its replies are in the cache)
         else:
-            walls[v] = round(cq.run_mode("paper", experiment, (runs_dir / v).resolve(),
+            walls[v] = round(bench_replay.run_mode("paper", experiment, (runs_dir / v).resolve(),
                                          [f"paths.cache_dir={cache}", *slice_overrides, *VARIANTS[v], *overrides]), 1)
         done = list(walls)
         result = {**report(runs_dir, done, command, experiment), "overrides": [*slice_overrides, *overrides],
-                  "wall_s": walls, "host": cq.host()}
+                  "wall_s": walls, "host": bench_replay.host()}
         if done != list(variants):
             result["status"] = "partial"
             result["pending_variants"] = [x for x in variants if x not in walls]
         if archive:
-            counts = export_archive(cache, cq.archive_path(out))
-            result["cache_archive"] = {"file": _repo_path(cq.archive_path(out)), **counts}
+            counts = export_archive(cache, bench_replay.archive_path(out))
+            result["cache_archive"] = {"file": _repo_path(bench_replay.archive_path(out)), **counts}
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {out} ({len(done)} of {len(variants)} variants)")
@@ -166,25 +154,24 @@ def run(variants: Sequence[str], experiment: str, slice_overrides: Sequence[str]
 
 def replay(out: Path) -> int:
     """Every variant again from the archive alone (``cache_mode=replay_only``); exit 1 when a figure differs."""
-    cq = _load("cpu_quality")
     from mnemis.models.cache_archive import import_archive
 
     saved = json.loads(out.read_text())
     work = Path(tempfile.mkdtemp(prefix="tuned_dev_replay_"))
-    import_archive(cq.archive_path(out), work / "cache")
+    import_archive(bench_replay.archive_path(out), work / "cache")
     variants = list(saved["variants"])
     for v in variants:
         try:
-            cq.run_mode("paper", saved["experiment"], work / "runs" / v,
+            bench_replay.run_mode("paper", saved["experiment"], work / "runs" / v,
                         [f"paths.cache_dir={work / 'cache'}", f"paths.artifacts_dir={work / 'artifacts'}",
                          "cache_mode=replay_only", *saved.get("overrides", []), *VARIANTS[v]])
         except subprocess.CalledProcessError as exc:
-            print(cq.replay_stopped(v, exc.returncode, saved.get("host") or {}, cq.host()))
+            print(bench_replay.replay_stopped(v, exc.returncode, saved.get("host") or {}, bench_replay.host()))
             print(f"FIGURES NOT REPRODUCED (replayed runs in {work})")
             return 1
     now = report(work / "runs", variants, saved.get("command", ""), saved["experiment"])
-    same = json.dumps(cq.figures(now), sort_keys=True) == json.dumps(
-        cq.figures({k: v for k, v in saved.items() if k in now}), sort_keys=True)
+    same = json.dumps(bench_replay.figures(now), sort_keys=True) == json.dumps(
+        bench_replay.figures({k: v for k, v in saved.items() if k in now}), sort_keys=True)
     print("every figure reproduced" if same else f"FIGURES DIFFER (replayed runs in {work})")
     return 0 if same else 1
 
@@ -231,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = [*base_overrides(args.reply_caps, select_cap=not args.conv26), *args.overrides]
     if args.summarize:
         result = {**report(runs_dir, variants, command + " (re-summarised)", experiment),
-                  "overrides": [*slice_overrides, *overrides], "host": _load("cpu_quality").host()}
+                  "overrides": [*slice_overrides, *overrides], "host": bench_replay.host()}
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {out}")

@@ -23,7 +23,8 @@ from typing import Any
 
 from mnemis.config import CONF_DIR
 from mnemis.eval.metrics import metrics_by_method
-from mnemis.eval.records import QUESTIONS_FILE, read_records
+from mnemis.eval.records import read_records
+from mnemis.eval.run_dir import CONFIG_FILE, METRICS_FILE, QUESTIONS_FILE
 from mnemis.retrieve.system2 import FALLBACK_FLAG
 
 LOCOMO_CATS = ("multi-hop", "temporal", "open-domain", "single-hop")
@@ -129,8 +130,6 @@ TABLES: dict[str, Table] = {
 }
 
 
-
-
 def ablations(conf_dir: Path = CONF_DIR) -> dict[str, str]:
     """``conf/ablation`` overlays: name -> their description (the comment lines after the package line)."""
     out = {}
@@ -232,9 +231,9 @@ def find_runs(paths: Iterable[str | Path]) -> list[Path]:
     """Run dirs (holding ``config.json`` and ``metrics.json`` or ``questions.jsonl``) at or below ``paths``."""
     out: list[Path] = []
     for p in map(Path, paths):
-        for cfg in sorted([p / "config.json"] if (p / "config.json").is_file() else p.rglob("config.json")):
+        for cfg in sorted([p / CONFIG_FILE] if (p / CONFIG_FILE).is_file() else p.rglob(CONFIG_FILE)):
             run = cfg.parent
-            if ((run / "metrics.json").is_file() or (run / QUESTIONS_FILE).is_file()) and run not in out:
+            if ((run / METRICS_FILE).is_file() or (run / QUESTIONS_FILE).is_file()) and run not in out:
                 out.append(run)
     return out
 
@@ -243,8 +242,8 @@ def load_candidates(runs: Sequence[Path]) -> list[Candidate]:
     """One candidate per (run, method); metrics are recomputed from the records when metrics.json is absent."""
     out = []
     for run in runs:
-        config = json.loads((run / "config.json").read_text(encoding="utf-8"))
-        mfile, qfile = run / "metrics.json", run / QUESTIONS_FILE
+        config = json.loads((run / CONFIG_FILE).read_text(encoding="utf-8"))
+        mfile, qfile = run / METRICS_FILE, run / QUESTIONS_FILE
         records = read_records(qfile) if qfile.is_file() else None
         if mfile.is_file():
             metrics = json.loads(mfile.read_text(encoding="utf-8"))
@@ -254,7 +253,7 @@ def load_candidates(runs: Sequence[Path]) -> list[Candidate]:
             fb = None
             if records is not None:
                 fb = sum(FALLBACK_FLAG in r.flags for r in records if r.method == method)
-            mtime = (run / "config.json").stat().st_mtime
+            mtime = (run / CONFIG_FILE).stat().st_mtime
             out.append(Candidate(run, method, describe(config, method), m, fb, mtime))
     return out
 

@@ -53,6 +53,7 @@ def _hydra_main() -> None:
         from mnemis.app.provenance import write_provenance
         from mnemis.data.errors import DataError
         from mnemis.logs import quiet_third_party
+        from mnemis.roles import RoleError
         from mnemis.store import StoreError
 
         quiet_third_party(bool(cfg.get("verbose", False)))
@@ -66,7 +67,7 @@ def _hydra_main() -> None:
             write_provenance(out)
         try:
             run_command(cfg, output_dir=out)
-        except (DataError, StoreError) as exc:
+        except (DataError, StoreError, RoleError) as exc:
             raise SystemExit(f"mnemis {cfg.command}: {exc}") from None
         return sweep_objective(cfg, out)  # what an optimising sweeper reads (optimized_metric; None when unset)
 
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     if command not in HYDRA_COMMANDS:  # Hydra sets up logging for its own commands
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if command == "merge":
-        from mnemis.scale.merge import merge_command
+        from mnemis.app.merge_command import merge_command
 
         merge_command(rest)
         return
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
 
         raise SystemExit(compare_command(rest))
     if command == "data":
-        from mnemis.data.sources import data_command
+        from mnemis.app.data_command import data_command
 
         raise SystemExit(data_command(rest))
     if command in ("models", "doctor"):

@@ -9,6 +9,8 @@ with its 95% CI, token F1, evidence recall and LLM cost. Writes ``compare.md``, 
 
 from __future__ import annotations
 
+from mnemis.eval.run_dir import CONFIG_FILE, LEDGER_FILE, METRICS_FILE, RECALL_FILE
+
 import json
 import logging
 import sys
@@ -30,10 +32,10 @@ def find_jobs(paths: Iterable[str | Path]) -> list[Path]:
     for p in map(Path, paths):
         if not p.is_dir():
             raise SystemExit(f"mnemis compare: {p} is not a directory")
-        if (p / "metrics.json").is_file():
+        if (p / METRICS_FILE).is_file():
             jobs.append(p)
             continue
-        found = sorted((m.parent for m in p.rglob("metrics.json") if len(m.relative_to(p).parts) <= MAX_DEPTH),
+        found = sorted((m.parent for m in p.rglob(METRICS_FILE) if len(m.relative_to(p).parts) <= MAX_DEPTH),
                        key=lambda d: [int(x) if x.isdigit() else x for x in d.relative_to(p).parts])
         if not found:
             raise SystemExit(f"mnemis compare: no job directory (with metrics.json) under {p}")
@@ -67,11 +69,11 @@ def _load(path: Path) -> Any:
 
 def job_rows(job: Path, keys: Sequence[str], config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per method of a job."""
-    metrics = _load(job / "metrics.json") or {}
+    metrics = _load(job / METRICS_FILE) or {}
     if "judges" in metrics:
         metrics = {"run": metrics}
-    recall = _load(job / "recall.json") or {}
-    ledger = _load(job / "ledger.json") or {}
+    recall = _load(job / RECALL_FILE) or {}
+    ledger = _load(job / LEDGER_FILE) or {}
     total = ledger.get("total") or {}
     flat = _flat(config)
     rows = []
@@ -113,7 +115,7 @@ def compare(paths: Sequence[str | Path]) -> dict[str, Any]:
     """Rows and swept keys for the jobs under ``paths``: the overrides that differ between the jobs when
     every job has Hydra's record of them (a sweep), else every config value that differs."""
     jobs = find_jobs(paths)
-    configs = [_load(j / "config.json") or {} for j in jobs]
+    configs = [_load(j / CONFIG_FILE) or {} for j in jobs]
     overrides = [_overrides(j) for j in jobs]
     if len(jobs) > 1 and all(o is not None for o in overrides):
         keys = swept_keys(overrides)  # type: ignore[arg-type]
@@ -197,7 +199,7 @@ def write_compare(paths: Sequence[str | Path], out: str | Path | None = None) ->
     """Compare the jobs under ``paths``; writes ``compare.md/json/png`` into ``out``; returns the .md path."""
     paths = [Path(p) for p in paths]
     if out is None:
-        out = paths[0] if len(paths) == 1 and not (paths[0] / "metrics.json").is_file() else Path("runs/compare")
+        out = paths[0] if len(paths) == 1 and not (paths[0] / METRICS_FILE).is_file() else Path("runs/compare")
     result = compare(paths)  # before anything is written: a bad path leaves no empty folder behind
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -28,10 +28,21 @@ from mnemis.app.methods import MethodError, check_methods, make_methods
 from mnemis.components import _MODELS, Models  # noqa: F401  (_MODELS: the process-level model cache)
 from mnemis.config import to_plain
 from mnemis.data.load import load_dataset
+from mnemis.data.shard import sharded_address
 from mnemis.data.sources import SOURCES, DataDirs, side_file
+from mnemis.eval.run_dir import (
+    BUILD_SUMMARY_FILE,
+    CONFIG_FILE,
+    HEALTH_FILE,
+    HIERARCHY_METRICS_FILE,
+    LEDGER_FILE,
+    RECALL_FILE,
+    REPORT_FILE,
+    ROLES_FILE,
+    TIMINGS_FILE,
+)
 from mnemis.method import MethodRun
 from mnemis.roles import check_roles, roles_summary, run_seeds
-from mnemis.scale.shard import sharded_address
 from mnemis.settings import RunSettings, SettingsError, load_settings
 from mnemis.store import GraphStore
 from mnemis.types import Dataset
@@ -97,7 +108,7 @@ def run_build(settings: RunSettings, out: Path, models: Models | None = None) ->
         totals = store.get_meta(STATS_KEY) or {}  # the base graph's cumulative counters (run health reads them)
     summary = {"store": str(path), "dataset": data.summary(), "store_counts": counts, "stages": stages,
                "ingest_totals": totals}
-    _write(out / "build_summary.json", summary)
+    _write(out / BUILD_SUMMARY_FILE, summary)
     return summary
 
 
@@ -118,7 +129,7 @@ def _build_graph(memory: Any, data: Dataset, out: Path) -> dict:
         stages["hierarchy"] = "built"
     else:
         stages["hierarchy"] = "reused"
-    _write(out / "hierarchy_metrics.json", hier)
+    _write(out / HIERARCHY_METRICS_FILE, hier)
     return stages
 
 
@@ -199,16 +210,17 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
                     progress_dir=progress_dir,
                 )
             timings[method.name] = round(time.perf_counter() - t0, 2)
-        from mnemis.eval.explorer import GRAPH_FILE, graph_snapshot
+        from mnemis.eval.explorer import graph_snapshot
+        from mnemis.eval.run_dir import GRAPH_FILE
 
         _write(out / GRAPH_FILE, graph_snapshot(store, questions))  # names, hierarchy, evidence for report.html
     if recall:
-        _write(out / "recall.json", recall)
-    _write(out / "timings.json", timings)
+        _write(out / RECALL_FILE, recall)
+    _write(out / TIMINGS_FILE, timings)
     roles = roles_summary(plain)
     roles["answer_prompts"] = {m: answer_prompt_for(answer_cfg, m).key for m in methods}
     roles["seeds"] = seeds
-    _write(out / "roles.json", roles)
+    _write(out / ROLES_FILE, roles)
     len_cfg = judge_cfg.leniency.model_dump()
     if len_cfg.get("enabled") and data.name in LOCOMO_DATASETS and not len_cfg.get("path"):
         len_cfg["path"] = side_file("judge_stress", dirs) or dirs.home / SOURCES["judge_stress"].filename
@@ -226,7 +238,7 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
     )
     if own_tracker:
         tracker.finish()
-    return {"metrics": metrics, "timings": timings, "report": str(out / "report.md")}
+    return {"metrics": metrics, "timings": timings, "report": str(out / REPORT_FILE)}
 
 
 def print_summary(result: dict[str, Any]) -> None:
@@ -241,7 +253,7 @@ def print_summary(result: dict[str, Any]) -> None:
     if "eval" in result:
         from mnemis.eval.run_health import not_meaningful
 
-        health_file = Path(result["eval"]["report"]).with_name("health.json")
+        health_file = Path(result["eval"]["report"]).with_name(HEALTH_FILE)
         health = json.loads(health_file.read_text()) if health_file.is_file() else {}
         lenient = not_meaningful(health)  # a judge that accepts most known-wrong answers: token F1 first
         for method, m in result["eval"]["metrics"].items():
@@ -288,7 +300,8 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
         run_dir = plain.get("run_dir")
         if not run_dir or not Path(run_dir).is_dir():
             raise SystemExit(f"mnemis report: run_dir={run_dir!r} is not a run directory (pass run_dir=runs/...)")
-        from mnemis.eval.explorer import HTML_FILE, snapshot_from_build
+        from mnemis.eval.explorer import snapshot_from_build
+        from mnemis.eval.run_dir import HTML_FILE
 
         from mnemis.eval.run_files import RunFileError
 
@@ -317,7 +330,7 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     if command in ("eval", "run"):
         check_roles(plain)  # before any model loads
     _check_local_disk(plain, command)
-    _write(out / "config.json", plain)
+    _write(out / CONFIG_FILE, plain)
     models = Models(plain)
     result: dict[str, Any] = {"command": command, "output_dir": str(out)}
     models.reset_ledgers()
@@ -338,10 +351,10 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
                                       progress_dir=state.progress if state is not None else None)
             log_ledger(tracker, "eval", models.ledger())
         elif models.built("llm"):
-            models.ledger().save(out / "ledger.json")
+            models.ledger().save(out / LEDGER_FILE)
         if state is not None:  # the shard's replies beside its results, for the merged replay archive
             from mnemis.models.cache_archive import export_archive
-            from mnemis.scale.merge import ARCHIVE_FILE
+            from mnemis.eval.run_dir import ARCHIVE_FILE
 
             export_archive(plain["paths"]["cache_dir"], out / ARCHIVE_FILE)
     finally:

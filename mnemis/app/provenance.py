@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mnemis.eval.run_dir import PROVENANCE_FILE
+
 import json
 import platform
 import subprocess
@@ -129,7 +131,7 @@ def provenance() -> dict[str, Any]:
 
 
 def write_provenance(run_dir: str | Path) -> Path:
-    path = Path(run_dir) / "provenance.json"
+    path = Path(run_dir) / PROVENANCE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(provenance(), indent=2))
     return path

@@ -9,56 +9,16 @@ LLM's tokenizer when one can be found, else estimated at ~4 characters per token
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mnemis.method import Method, MethodContexts, json_file
+from mnemis.models.token_counts import TokenCounter, estimate_tokens, recorded_counter, token_counter
 from mnemis.render import format_episode, sort_episodes
 from mnemis.types import Episode, Question
 
 log = logging.getLogger(__name__)
-CHARS_PER_TOKEN = 4.0
-TokenCounter = Callable[[Sequence[str]], list[int]]
-
-
-def estimate_tokens(texts: Sequence[str]) -> list[int]:
-    """~4 characters per token (the fallback counter)."""
-    return [max(1, math.ceil(len(t) / CHARS_PER_TOKEN)) for t in texts]
-
-
-def _find_tokenizer(llm: Any) -> Any | None:
-    """A HF-style tokenizer reachable from an LLM client or backend (duck-typed), else None."""
-    candidates = [llm, getattr(llm, "backend", None)]
-    candidates.append(getattr(candidates[-1], "_llm", None))  # the vllm.LLM engine, if started
-    for obj in candidates:
-        if obj is None:
-            continue
-        tok = getattr(obj, "tokenizer", None)
-        if tok is not None and hasattr(tok, "encode"):
-            return tok
-        get = getattr(obj, "get_tokenizer", None)
-        if callable(get):
-            try:
-                tok = get()
-            except Exception:  # noqa: BLE001 - fall back to the estimate
-                continue
-            if tok is not None and hasattr(tok, "encode"):
-                return tok
-    return None
-
-
-def token_counter(llm: Any = None, tokenizer: Any = None) -> TokenCounter:
-    """Counter using ``tokenizer`` (object with ``encode`` or a path/HF id), the LLM's tokenizer, or the estimate."""
-    if isinstance(tokenizer, str):
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer)
-    tok = tokenizer if tokenizer is not None else (_find_tokenizer(llm) if llm is not None else None)
-    if tok is None:
-        return estimate_tokens
-    return lambda texts: [len(tok.encode(t, add_special_tokens=False)) for t in texts]
 
 
 @dataclass
@@ -154,7 +114,6 @@ class FullContextMethod(Method):
         run = self.run
         answer_node = run.settings.answer_llm or run.settings.llm
         max_len = int(answer_node.get("backend", {}).get("max_model_len") or 8192)
-        from mnemis.models.token_counts import recorded_counter
 
         # counts recorded beside the response cache: a replay needs no tokenizer
         fc = full_context(run.data.episodes, questions, max_model_len=max_len, llm=run.models.answer_llm,

@@ -3,7 +3,7 @@
 Datasets: ``locomo``, ``longmemeval`` (LongMemEval-S), ``longmemeval_m`` (streamed), ``beam`` (option
 ``scale``: 100K | 500K | 1M | 10M; ``unknown_types``: error | keep) and ``locomo_plus`` (options ``seed``,
 ``assign``: random | cycle, ``include_locomo``, ``locomo_path``). ``shard`` (``i/N``) keeps one shard of the
-sliced groups (``mnemis.scale.shard``); LongMemEval-M applies the group slice and the shard while it streams.
+sliced groups (``mnemis.data.shard``); LongMemEval-M applies the group slice and the shard while it streams.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from mnemis.data.errors import DataError
 from mnemis.data.slicing import slice_dataset
 from mnemis.data.sources import DataDirs
-from mnemis.scale.shard import restrict_dataset
+from mnemis.data.shard import restrict_dataset
 from mnemis.types import Dataset
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 The file is read as a stream (``mnemis.data.json_stream``): one question instance is decoded at a time and
 only the selected ones become episodes, so the loader's memory follows the selection, not the file. The
 selection is the dataset slice's ``groups`` / ``max_groups`` and the run's ``shard`` (``i/N`` over the sorted
-ids of the selected groups, the rule of ``mnemis.scale.shard``; a shard needs one extra pass over the file
+ids of the selected groups, the rule of ``mnemis.data.shard``; a shard needs one extra pass over the file
 that keeps only the ids). Each instance is parsed exactly as LongMemEval-S's (``parse_instance``).
 """
 
@@ -17,7 +17,7 @@ from mnemis.data.errors import DataError, require
 from mnemis.data.json_stream import iter_json_array
 from mnemis.data.longmemeval import parse_instance
 from mnemis.data.sources import DataDirs, locate
-from mnemis.scale.shard import parse_shard, shard_groups
+from mnemis.data.shard import parse_shard, shard_groups
 from mnemis.types import Dataset, Episode, Question
 
 NAME = "longmemeval_m"

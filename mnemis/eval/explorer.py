@@ -28,6 +28,18 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mnemis.eval.run_dir import (
+    BUILD_SUMMARY_FILE,
+    CONTEXTS_FILE,
+    GRAPH_FILE,
+    HIERARCHY_METRICS_FILE,
+    HTML_FILE,
+    METRICS_FILE,
+    QUESTIONS_FILE,
+    RECALL_FILE,
+    SYSTEM1_FILE,
+    TRAVERSAL_FILE,
+)
 from mnemis.eval.run_files import (
     BuildSummary,
     ContextRow,
@@ -43,9 +55,6 @@ from mnemis.eval.run_files import (
 )
 from mnemis.paths import safe_name
 from mnemis.types import Question
-
-HTML_FILE = "report.html"
-GRAPH_FILE = "explorer_graph.json"
 
 
 # ------------------------------------------------------------------------------ snapshot (eval job)
@@ -90,7 +99,7 @@ def snapshot_from_build(run_dir: str | Path) -> Path | None:
     out = run / GRAPH_FILE
     if out.is_file():
         return out
-    summary = _json(run / "build_summary.json", {}, [], BuildSummary)
+    summary = _json(run / BUILD_SUMMARY_FILE, {}, [], BuildSummary)
     store_path = summary.get("store")
     if not isinstance(store_path, str) or not store_path:
         return None
@@ -99,11 +108,11 @@ def snapshot_from_build(run_dir: str | Path) -> Path | None:
     path = next((c for c in candidates if c.is_file()), None)
     if path is None:
         return None
-    qids = {r["question_id"] for r in _jsonl(run / "questions.jsonl", _question_record(), [])}
+    qids = {r["question_id"] for r in _jsonl(run / QUESTIONS_FILE, _question_record(), [])}
     try:
         store = GraphStore(path, read_only=True)  # a report never writes into the store a run dir names
     except StoreError as exc:
-        raise StoreError(f"{run / 'build_summary.json'} names the store {path}: {exc}") from None
+        raise StoreError(f"{run / BUILD_SUMMARY_FILE} names the store {path}: {exc}") from None
     with store:
         questions = [q for g in store.groups() for q in store.questions(g) if q.id in qids]
         snap = graph_snapshot(store, questions)
@@ -203,26 +212,26 @@ def explorer_data(run_dir: str | Path) -> dict[str, Any]:
 
     run = Path(run_dir)
     problems: list[str] = []
-    metrics = _json(run / "metrics.json", {}, problems)
+    metrics = _json(run / METRICS_FILE, {}, problems)
     if not isinstance(metrics, dict):
-        problems.append(f"{run / 'metrics.json'}: expected a JSON object, got {type(metrics).__name__}")
+        problems.append(f"{run / METRICS_FILE}: expected a JSON object, got {type(metrics).__name__}")
         metrics = {}
     if "judges" in metrics:  # one method's metrics at the top level
         metrics = {"run": metrics}
     metrics = {m: ok.model_dump(mode="json") for m, v in metrics.items()
-               if (ok := _checked(v, f"{run / 'metrics.json'}: method {m!r}", problems,
+               if (ok := _checked(v, f"{run / METRICS_FILE}: method {m!r}", problems,
                                   lambda x, w: check(x, MethodMetrics, w))) is not None}
-    recall = _checked(_json(run / "recall.json", {}, problems), str(run / "recall.json"), problems, recall_file) or {}
+    recall = _checked(_json(run / RECALL_FILE, {}, problems), str(run / RECALL_FILE), problems, recall_file) or {}
     graph = _json(run / GRAPH_FILE, {}, problems)
     graph = graph if isinstance(graph, dict) else {}
     evidence = graph.get("evidence", {})
-    contexts = {r["question_id"]: r for r in _jsonl(run / "contexts.jsonl", ContextRow, problems)}
-    system1 = {r["question_id"]: r for r in _jsonl(run / "system1.jsonl", System1Row, problems)}
-    traversal = {r["question_id"]: r for r in _jsonl(run / "traversal.jsonl", Traversal, problems)}
+    contexts = {r["question_id"]: r for r in _jsonl(run / CONTEXTS_FILE, ContextRow, problems)}
+    system1 = {r["question_id"]: r for r in _jsonl(run / SYSTEM1_FILE, System1Row, problems)}
+    traversal = {r["question_id"]: r for r in _jsonl(run / TRAVERSAL_FILE, Traversal, problems)}
     why = _rationales(run, problems)
     questions: dict[str, dict[str, Any]] = {}
     methods: list[str] = []
-    for r in _jsonl(run / "questions.jsonl", _question_record(), problems):
+    for r in _jsonl(run / QUESTIONS_FILE, _question_record(), problems):
         qid, method = r["question_id"], r["method"]
         if method not in methods:
             methods.append(method)
@@ -238,7 +247,7 @@ def explorer_data(run_dir: str | Path) -> dict[str, Any]:
             "answer": r.get("answer"), "error": r.get("answer_error"), "labels": labels, "seed": r.get("seed", 0),
             "rationales": {j: why.get((method, safe_name(str(j)), qid), "") for j in labels},
             "reached": (bool(ev & set(r.get("context_ids") or [])) if ev and r.get("context_ids") else None)})
-    rows = _checked(_json(run / "hierarchy_metrics.json", None, problems), str(run / "hierarchy_metrics.json"),
+    rows = _checked(_json(run / HIERARCHY_METRICS_FILE, None, problems), str(run / HIERARCHY_METRICS_FILE),
                     problems, lambda v, w: hierarchy_file(v, w) if v is not None else [])
     hier = {str(m.get("group_id", i)): m for i, m in enumerate(rows or [])}
     groups = {g: {**v, "metrics": hier.get(g)} for g, v in (graph.get("groups") or {}).items()}

@@ -19,12 +19,12 @@ from typing import Any
 
 from mnemis.eval.graded import is_graded, score_graded
 from mnemis.eval.leniency import sample_items
+from mnemis.eval.run_dir import GRADED_LENIENCY_FILE
 from mnemis.types import Question
 
 KINDS = ("reference", "swapped", "vague")
 VAGUE = ("We went over this in several of our conversations. It depends on a few of the things you mentioned "
          "back then, and overall it has been coming along steadily.")
-LENIENCY_FILE = "graded_leniency.json"
 DEFAULT_CONTROLS = {"enabled": True, "n": 20, "seed": 0}
 
 
@@ -83,5 +83,5 @@ def write_graded_leniency(run_dir, judges: Mapping[str, Any], questions: Sequenc
         return None
     res = graded_leniency(judges, questions, n=cfg.get("n", 40), seed=int(cfg.get("seed", 0)),
                           max_tokens=judge_cfg.get("max_tokens", 200), settings=judge_cfg.get("graded"))
-    dump_json(Path(run_dir) / LENIENCY_FILE, res)
+    dump_json(Path(run_dir) / GRADED_LENIENCY_FILE, res)
     return res

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.eval.metrics import order_categories
+from mnemis.eval.run_dir import GRADED_LENIENCY_FILE
 
 PARTS = ("rubric_mean", "rubric_mean_floor", "tau_norm", "f1", "precision", "recall", "upstream")
 
@@ -55,9 +56,9 @@ def graded_section(run: Path, metrics: Mapping[str, Any]) -> list[str]:
 
 
 def _leniency_lines(run: Path) -> list[str]:
-    from mnemis.eval.run_files import read_checked
+    from mnemis.eval.run_dir import read_checked
 
-    data = read_checked(run / "graded_leniency.json")
+    data = read_checked(run / GRADED_LENIENCY_FILE)
     if data is None:
         return []
     lines = [f"## Graded judges' controls (mean score %, {data.get('n_questions', 0)} questions)", "",

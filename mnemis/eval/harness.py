@@ -21,14 +21,8 @@ from mnemis.eval.answer import answer_questions
 from mnemis.eval.audit import apply_audit, audit_id, audited_labels, default_audit_path
 from mnemis.eval.graded import judge_mixed
 from mnemis.eval.progress import progress_file
-from mnemis.eval.records import (
-    QUESTIONS_FILE,
-    QuestionRecord,
-    build_records,
-    dump_json,
-    read_records,
-    write_records,
-)
+from mnemis.eval.records import QuestionRecord, build_records, dump_json, read_records, write_records
+from mnemis.eval.run_dir import LEDGER_FILE, METRICS_FILE, QUESTIONS_FILE
 from mnemis.prompts.answer import ANSWER
 from mnemis.prompts.base import Prompt
 from mnemis.types import Question, RetrievedContext
@@ -129,14 +123,15 @@ def finalize_run(
     headline: str | None = None,
 ) -> dict[str, Any]:
     """Metrics, optional judge leniency, ledger, report and tracking for a run dir; returns the metrics."""
-    from mnemis.eval.leniency import LENIENCY_FILE, default_stress_path, judge_leniency
+    from mnemis.eval.leniency import default_stress_path, judge_leniency
+    from mnemis.eval.run_dir import LENIENCY_FILE
     from mnemis.eval.metrics import metrics_by_method
     from mnemis.eval.report import write_report
 
     run = Path(run_dir)
     metrics = metrics_by_method(read_records(run / QUESTIONS_FILE), separate=separate, failed=failed,
                                 n_boot=n_boot, seed=seed, headline=headline)
-    dump_json(run / "metrics.json", metrics)
+    dump_json(run / METRICS_FILE, metrics)
     if leniency_judges:
         stress = Path(leniency_path) if leniency_path else default_stress_path()
         if stress.exists():
@@ -144,7 +139,7 @@ def finalize_run(
         else:
             log.warning("judge stress file %s not found; leniency skipped", stress)
     if ledger is not None:
-        ledger.save(run / "ledger.json")
+        ledger.save(run / LEDGER_FILE)
     write_report(run)
     if tracker is not None:
         tracker.log_run_dir(run)

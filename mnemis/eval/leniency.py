@@ -20,7 +20,6 @@ from mnemis.types import Question
 
 KINDS = ("wrong_specific", "wrong_vague")
 REFERENCE_RATES = {"wrong_specific": 0.106, "wrong_vague": 0.628}
-LENIENCY_FILE = "leniency.json"
 
 
 def default_stress_path(dirs: DataDirs | None = None, *, fetch_missing: bool = False) -> Path:

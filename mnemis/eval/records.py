@@ -13,8 +13,6 @@ from mnemis.eval.answer import AnswerRecord
 from mnemis.eval.answer_scores import answer_scores
 from mnemis.types import Question, RetrievedContext
 
-QUESTIONS_FILE = "questions.jsonl"
-
 
 class QuestionRecord(BaseModel):
     """One question answered by one method (and seed), with the label of every judge."""

@@ -21,7 +21,18 @@ from typing import Any
 
 from mnemis.eval.explorer import write_html
 from mnemis.eval.metrics import metrics_by_method, order_categories
-from mnemis.eval.records import QUESTIONS_FILE, read_records
+from mnemis.eval.records import read_records
+from mnemis.eval.run_dir import (
+    HIERARCHY_METRICS_FILE,
+    HTML_FILE,
+    LEDGER_FILE,
+    LENIENCY_FILE,
+    METRICS_FILE,
+    QUESTIONS_FILE,
+    RECALL_FILE,
+    REPORT_FILE,
+    ROLES_FILE,
+)
 from mnemis.eval.run_files import (
     LeniencyFile,
     RolesFile,
@@ -33,7 +44,6 @@ from mnemis.eval.run_files import (
     recall_file,
 )
 
-REPORT_FILE = "report.md"
 _RECALL_K = re.compile(r"recall@(\d+)$")
 
 
@@ -348,24 +358,24 @@ def write_report(run_dir: str | Path) -> Path:
         return _write_report(run)
     except RunFileError as exc:
         write_html(run)  # the explorer shows every valid record and names the damaged ones
-        raise RunFileError(f"{exc}\n(report.md not written; {run / 'report.html'} shows the valid records)") \
+        raise RunFileError(f"{exc}\n(report.md not written; {run / HTML_FILE} shows the valid records)") \
             from None
 
 
 def _write_report(run: Path) -> Path:
-    metrics = _load(run, "metrics.json", metrics_file)
+    metrics = _load(run, METRICS_FILE, metrics_file)
     qfile = run / QUESTIONS_FILE
     if metrics is None:
         if not qfile.is_file():
             raise FileNotFoundError(f"{run} has neither metrics.json nor {QUESTIONS_FILE}")
         metrics = metrics_by_method(read_records(qfile))
-    len_file = _load(run, "leniency.json", LeniencyFile) or {}
+    len_file = _load(run, LENIENCY_FILE, LeniencyFile) or {}
     leniency = len_file.get("judges", {})
     criteria = len_file.get("criteria", {})
-    roles = _load(run, "roles.json", RolesFile) or {}
-    ledgers = _load(run, "ledger.json", ledger_file) or {}
-    recall = _recall_leaves(_load(run, "recall.json", recall_file) or {})
-    hierarchy = _load(run, "hierarchy_metrics.json", hierarchy_file)
+    roles = _load(run, ROLES_FILE, RolesFile) or {}
+    ledgers = _load(run, LEDGER_FILE, ledger_file) or {}
+    recall = _recall_leaves(_load(run, RECALL_FILE, recall_file) or {})
+    hierarchy = _load(run, HIERARCHY_METRICS_FILE, hierarchy_file)
 
     lines = [f"# Mnemis run report: {run.name}", ""]
     for method, m in metrics.items():

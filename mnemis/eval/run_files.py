@@ -268,25 +268,3 @@ class GradedLeniencyFile(_Open):
 
     n_questions: int = 0
     judges: dict[str, dict[str, GradedCell]] = Field(default_factory=dict)
-
-
-def _model(model: type[BaseModel]) -> Any:
-    return lambda value, where: check(value, model, where)
-
-
-# run-dir JSON file -> its checker (value, where) -> checked plain value
-CHECKERS: dict[str, Any] = {"metrics.json": metrics_file, "leniency.json": _model(LeniencyFile),
-                            "ledger.json": ledger_file, "recall.json": recall_file,
-                            "hierarchy_metrics.json": hierarchy_file, "roles.json": _model(RolesFile),
-                            "build_summary.json": _model(BuildSummary),
-                            "graded_leniency.json": _model(GradedLeniencyFile)}
-
-
-def read_checked(path: str | Path) -> Any:
-    """The JSON of a run-dir file as written (None when missing), after its checker in :data:`CHECKERS` (by file
-    name) passed it."""
-    value = read_json(path)
-    checker = CHECKERS.get(Path(path).name)
-    if value is not None and checker is not None:
-        checker(value, str(path))
-    return value

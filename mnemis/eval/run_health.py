@@ -29,6 +29,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mnemis.eval.run_dir import (
+    BUILD_SUMMARY_FILE,
+    CONFIG_FILE,
+    HEALTH_FILE,
+    HIERARCHY_METRICS_FILE,
+    LEDGER_FILE,
+    LENIENCY_FILE,
+    RECALL_FILE,
+    TRAVERSAL_FILE,
+)
 from mnemis.eval.run_files import (
     BuildSummary,
     LeniencyFile,
@@ -40,7 +50,6 @@ from mnemis.eval.run_files import (
     recall_file,
 )
 
-HEALTH_FILE = "health.json"
 # thresholds of the warning lines (shares of questions, ratios of recalls, acceptance rates)
 PICKED_NOTHING = 0.5      # System-2 picked nothing for more than half the questions
 NO_SHORTCUT = 0.5         # (entities only through shortcuts) no shortcut for more than half
@@ -282,30 +291,30 @@ def run_health(run_dir: str | Path) -> dict[str, Any]:
     from mnemis.retrieve.system2_records import Traversal
 
     run = Path(run_dir)
-    cfg = read_json(run / "config.json") or {}
+    cfg = read_json(run / CONFIG_FILE) or {}
     if not isinstance(cfg, Mapping):
-        raise RunFileError(f"{run / 'config.json'}: expected a JSON object, got {type(cfg).__name__}")
+        raise RunFileError(f"{run / CONFIG_FILE}: expected a JSON object, got {type(cfg).__name__}")
     s2cfg = ((cfg.get("retrieval") or {}).get("system2") or {})
     health: dict[str, Any] = {"fidelity": cfg.get("fidelity")}
-    traversals = [t.model_dump(mode="json") for t in read_jsonl(run / "traversal.jsonl", Traversal)]
+    traversals = [t.model_dump(mode="json") for t in read_jsonl(run / TRAVERSAL_FILE, Traversal)]
     if traversals:
         health["system2"] = system2_health(traversals, s2cfg.get("entity_round"))
-    recall = read_json(run / "recall.json")
+    recall = read_json(run / RECALL_FILE)
     if recall is not None:
-        health["recall"] = route_recall(recall_file(recall, str(run / "recall.json")))
-    summary = read_json(run / "build_summary.json", BuildSummary)
+        health["recall"] = route_recall(recall_file(recall, str(run / RECALL_FILE)))
+    summary = read_json(run / BUILD_SUMMARY_FILE, BuildSummary)
     if summary is not None:
         bg = base_graph_health(summary.model_dump(mode="json"))
         if bg:
             bg["paper_table3_prompt_tokens_per_episode"] = PAPER_TABLE3_PROMPT_TOKENS
             health["base_graph"] = bg
-    hierarchy = read_json(run / "hierarchy_metrics.json")
+    hierarchy = read_json(run / HIERARCHY_METRICS_FILE)
     if hierarchy:
-        health["hierarchy"] = hierarchy_health(hierarchy_file(hierarchy, str(run / "hierarchy_metrics.json")))
-    ledger = read_json(run / "ledger.json")
+        health["hierarchy"] = hierarchy_health(hierarchy_file(hierarchy, str(run / HIERARCHY_METRICS_FILE)))
+    ledger = read_json(run / LEDGER_FILE)
     if ledger is not None:
-        health["limits"] = limits_health(ledger_file(ledger, str(run / "ledger.json")))
-    leniency = read_json(run / "leniency.json", LeniencyFile)
+        health["limits"] = limits_health(ledger_file(ledger, str(run / LEDGER_FILE)))
+    leniency = read_json(run / LENIENCY_FILE, LeniencyFile)
     if leniency is not None:
         health["judges"] = judge_health(leniency.model_dump(mode="json"))
     health["warnings"] = warnings(health)

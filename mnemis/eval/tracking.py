@@ -17,10 +17,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from mnemis.eval.run_files import read_checked
+from mnemis.eval.run_dir import LEDGER_FILE, METRICS_FILE, REPORT_FILE, SUMMARY_FILES, read_checked
 
 log = logging.getLogger(__name__)
-SUMMARY_FILES = ("metrics.json", "leniency.json", "ledger.json", "recall.json", "hierarchy_metrics.json")
 
 
 @runtime_checkable
@@ -48,7 +47,8 @@ def flatten(obj: Any, prefix: str = "", sep: str = "/") -> dict[str, Any]:
 
 
 def _table_rows(run: Path) -> list[dict[str, Any]]:
-    from mnemis.eval.records import QUESTIONS_FILE, read_records
+    from mnemis.eval.records import read_records
+    from mnemis.eval.run_dir import QUESTIONS_FILE
 
     if not (run / QUESTIONS_FILE).is_file():
         return []
@@ -188,7 +188,7 @@ class WandbTracker:
                 self.run.summary.update({k: v for k, v in flat.items() if v is not None})
         self.log_table("questions", _table_rows(run))
         self.log_images(sorted(run.glob("*.png")))
-        files = [p for p in (run / "ledger.json", run / "metrics.json", run / "report.md") if p.is_file()]
+        files = [p for p in (run / LEDGER_FILE, run / METRICS_FILE, run / REPORT_FILE) if p.is_file()]
         if files:
             art = self._wandb.Artifact(f"run-{self.run.id}", type="eval")
             for p in files:

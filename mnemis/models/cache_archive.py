@@ -32,7 +32,7 @@ _LLM_COLS = ("key", "model", "stage", "text", "prompt_tokens", "completion_token
 
 
 def _rows(db: Path, sql: str) -> list[tuple]:
-    from mnemis.store.connection import file_uri
+    from mnemis.sqlite_file import file_uri
 
     if not db.is_file():
         return []
@@ -99,7 +99,7 @@ def stage_counts(cache_dir: str | Path) -> dict[str, dict[str, int]]:
 def import_archive(path: str | Path, cache_dir: str | Path) -> dict[str, int]:
     """Load an archive into ``cache_dir`` (its LLM and reranker caches; existing entries are replaced)."""
     from mnemis.models.rerank_cache import SCHEMA
-    from mnemis.store.connection import SQLiteFile
+    from mnemis.sqlite_file import SQLiteFile
 
     cache_dir = Path(cache_dir)
     llm: list[tuple[str, str, str, CachedReply]] = []
@@ -155,7 +155,7 @@ def _checked(row: dict[str, Any]) -> dict[str, Any]:
 
 def _load_extra(rows: list[dict[str, Any]], cache_dir: Path) -> None:
     from mnemis.models import cache_identity, embed_cache, token_counts
-    from mnemis.store.connection import SQLiteFile
+    from mnemis.sqlite_file import SQLiteFile
 
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for r in rows:

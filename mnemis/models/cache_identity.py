@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from mnemis.store.connection import SQLiteFile
+from mnemis.sqlite_file import SQLiteFile
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS identities (node TEXT PRIMARY KEY, identity TEXT NOT NULL, dim INTEGER)"
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mnemis.store.connection import SQLiteFile
+from mnemis.sqlite_file import SQLiteFile
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, n INTEGER NOT NULL, dim INTEGER NOT NULL, "
           "vecs BLOB NOT NULL)")

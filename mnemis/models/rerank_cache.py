@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from mnemis.models.failures import with_retries
-from mnemis.store.connection import SQLiteFile
+from mnemis.sqlite_file import SQLiteFile
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, score REAL NOT NULL)"
 _LOOKUP_CHUNK = 500  # SQLite's variable limit is 999 on old builds

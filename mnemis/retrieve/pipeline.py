@@ -4,21 +4,20 @@
 (``conf/retrieval/mnemis.yaml``: ``k``, ``system1``, ``system2``, ``fusion``, ``context``) and the
 already-built models, runs every stage once over the whole batch (System-1: one ``search``; System-2:
 one ``generate`` per round; fusion: one reranker call; rendering: one store pass per group) and returns
-everything a run writes: fused contexts, rendered texts, per-route contexts and traversal logs.
+fused contexts, rendered texts, per-route contexts and traversal logs (the run directory's files of a retrieval:
+:func:`mnemis.eval.run_dir.retrieval_files`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from mnemis.retrieve.context import RenderedContext, render_context
 from mnemis.retrieve.fuse import Fuser
-from mnemis.retrieve.system2 import System2, System2Result, selection_cost
+from mnemis.retrieve.system2 import System2, System2Result
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Question, RetrievedContext
 
@@ -42,34 +41,6 @@ class RetrievalOutput(BaseModel):
             out["system2"] = [r.context for r in self.system2]
         out["fused"] = self.contexts
         return out
-
-    def files(self) -> dict[str, str]:
-        """The run directory's files of this retrieval, name -> text: ``contexts.jsonl`` (fused hits + rendered
-        text), with System-1 ``system1.jsonl`` (its ranked ids) and with System-2 ``traversal.jsonl`` and
-        ``selection_cost.json``."""
-        rows = [{**ctx.model_dump(mode="json"), "text": r.text, "tokens": r.tokens, "included": r.included}
-                for ctx, r in zip(self.contexts, self.rendered)]
-        out = {"contexts.jsonl": _jsonl(rows)}
-        if self.system1 is not None:  # System-1's own ranking, before fusion (the explorer shows its ranks)
-            out["system1.jsonl"] = _jsonl(
-                {"question_id": ctx.question_id, "group_id": ctx.group_id,
-                 **{kind: [h.id for h in getattr(ctx, kind)] for kind in ("episodes", "entities", "facts")}}
-                for ctx in self.system1)
-        if self.system2 is not None:
-            out["traversal.jsonl"] = "".join(r.traversal.model_dump_json() + "\n" for r in self.system2)
-            out["selection_cost.json"] = json.dumps(selection_cost(self.system2), indent=2)
-        return out
-
-    def save(self, out_dir: str | Path) -> None:
-        """Write :meth:`files` into ``out_dir``."""
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in self.files().items():
-            (out / name).write_text(text, encoding="utf-8")
-
-
-def _jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
-    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
 def _kwargs(node: Mapping[str, Any] | None) -> tuple[bool, dict[str, Any]]:

@@ -1,1 +1,2 @@
-"""Scale-out helpers (DESIGN §6): shard a dataset by group, merge shard runs, synthetic LME-S workloads."""
+"""Scale-out: merge the run dirs of a sharded run (the shard rule itself is :mod:`mnemis.data.shard`), a sharded
+job's node-local state, and the GPU slots of a local sweep."""

@@ -32,16 +32,28 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, dump_json, read_records, write_records
-from mnemis.eval.run_files import RunFileError
-from mnemis.scale.shard import assign_shards, parse_shard
+from mnemis.eval.records import QuestionRecord, dump_json, read_records, write_records
+from mnemis.eval.run_dir import (
+    ARCHIVE_FILE,
+    CONFIG_FILE,
+    GRADED_LENIENCY_FILE,
+    HIERARCHY_METRICS_FILE,
+    LEDGER_FILE,
+    LENIENCY_FILE,
+    METRICS_FILE,
+    QUESTIONS_FILE,
+    RECALL_FILE,
+    ROLES_FILE,
+    SHARDS_FILE,
+    SHARD_FILE,
+    TIMINGS_FILE,
+)
+from mnemis.data.shard import assign_shards, parse_shard
 
 # Top-level config keys that may differ between shards of one run (and, at any depth, ``cache_dir``: a shard's
 # caches live in its own node-local state dir).
 IGNORED_KEYS = ("shard", "paths", "scale", "run_dir", "run_name", "command", "out", "runs")
-SHARD_FILE = "shard.json"
-ARCHIVE_FILE = "cache_archive.jsonl.gz"
-COPIED_FILES = ("roles.json", "leniency.json", "graded_leniency.json")
+COPIED_FILES = (ROLES_FILE, LENIENCY_FILE, GRADED_LENIENCY_FILE)
 _METRIC_KEYS = ("separate", "failed", "n_boot", "seed")
 
 
@@ -76,7 +88,7 @@ def merge_config_hash(config: Mapping[str, Any], ignore: Sequence[str] = IGNORED
 
 
 def _config_of(run: Path) -> dict[str, Any]:
-    path = run / "config.json"
+    path = run / CONFIG_FILE
     if not path.is_file():
         raise MergeError(f"{run}: no config.json (not a mnemis run dir?)")
     return json.loads(path.read_text(encoding="utf-8"))
@@ -211,7 +223,7 @@ def check_coverage(runs: Sequence[Path], configs: Mapping[Path, Mapping[str, Any
             raise MergeError(f"missing shard(s) {', '.join(missing)} of the {n_total}-way split: no run dir among "
                              f"{[str(r) for r in runs]} holds them (did every job of the sweep run?)")
     for r in runs:
-        if not (r / "metrics.json").is_file():
+        if not (r / METRICS_FILE).is_file():
             raise MergeError(f"{_label(r, configs[r])} did not finish: no metrics.json (written when every method "
                              "is done); rerun that shard in the same run dir (hydra.run.dir=...) to resume it")
     manifests = {r: _manifest(r, configs[r], rows[r]) for r in runs}
@@ -328,7 +340,7 @@ def merge_runs(run_dirs: Sequence[str | Path], out_dir: str | Path, *, ignore: S
     coverage = check_coverage(runs, configs, by_run)
     hier: dict[str, Any] = {}
     for r in runs:
-        h = _load(r, "hierarchy_metrics.json")
+        h = _load(r, HIERARCHY_METRICS_FILE)
         if isinstance(h, Mapping):
             for g, m in h.items():
                 if g in hier:
@@ -344,31 +356,31 @@ def merge_runs(run_dirs: Sequence[str | Path], out_dir: str | Path, *, ignore: S
         if src is not None:
             shutil.copyfile(src, out / name)
             copied[name] = str(src)
-    roles = _load(out, "roles.json") or {}
+    roles = _load(out, ROLES_FILE) or {}
     opts = {**_metric_options(config), **({"headline": roles["headline_judge"]} if roles.get("headline_judge")
                                           else {}), **dict(metric_options or {})}
     metrics = metrics_by_method(rows, **opts)
-    dump_json(out / "metrics.json", metrics)
-    ledgers = [led for led in (_load(r, "ledger.json") for r in runs) if led]
+    dump_json(out / METRICS_FILE, metrics)
+    ledgers = [led for led in (_load(r, LEDGER_FILE) for r in runs) if led]
     if ledgers:
-        dump_json(out / "ledger.json", _sum_ledgers(ledgers))
+        dump_json(out / LEDGER_FILE, _sum_ledgers(ledgers))
     if hier:
-        dump_json(out / "hierarchy_metrics.json", hier)
-    recall = _merge_recall([_load(r, "recall.json") for r in runs])
+        dump_json(out / HIERARCHY_METRICS_FILE, hier)
+    recall = _merge_recall([_load(r, RECALL_FILE) for r in runs])
     if recall:
-        dump_json(out / "recall.json", recall)
+        dump_json(out / RECALL_FILE, recall)
     timings: dict[str, float] = {}
-    for t in (_load(r, "timings.json") for r in runs):
+    for t in (_load(r, TIMINGS_FILE) for r in runs):
         for k, v in (t or {}).items():
             timings[k] = round(timings.get(k, 0.0) + float(v), 2)
     if timings:
-        dump_json(out / "timings.json", timings)
+        dump_json(out / TIMINGS_FILE, timings)
     archives = [r / ARCHIVE_FILE for r in runs if (r / ARCHIVE_FILE).is_file()]
     archive = merge_archives(archives, out / ARCHIVE_FILE) if archives else None
     if archive is not None and len(archives) < len(runs):
         archive["missing_from"] = [str(r) for r in runs if not (r / ARCHIVE_FILE).is_file()]
-    dump_json(out / "config.json", {**config, "shard": None})
-    dump_json(out / "shards.json", {"runs": [str(r) for r in runs],
+    dump_json(out / CONFIG_FILE, {**config, "shard": None})
+    dump_json(out / SHARDS_FILE, {"runs": [str(r) for r in runs],
                                     "config_hash": merge_config_hash(config, ignore),
                                     "groups": len(owner), "records": len(rows), "coverage": coverage,
                                     "copied": copied, "cache_archive": archive})
@@ -392,22 +404,11 @@ def parse_merge_args(args: Sequence[str]) -> tuple[list[str], str]:
     runs: list[str] = []
     for r in (r.strip().strip("'\"") for r in opts["runs"].strip().strip("[]").split(",")):
         if any(c in r for c in "*?["):  # a sweep dir glob: keep the run dirs (a config.json, not a merge's output)
-            runs += sorted(p for p in glob.glob(r) if (Path(p) / "config.json").is_file()
-                           and not (Path(p) / "shards.json").is_file())
+            runs += sorted(p for p in glob.glob(r) if (Path(p) / CONFIG_FILE).is_file()
+                           and not (Path(p) / SHARDS_FILE).is_file())
         elif r:
             runs.append(r)
     return runs, opts["out"]
-
-
-def merge_command(args: Sequence[str]) -> dict[str, Any]:
-    """``mnemis merge runs=[...] out=...``: merge and print where the report went (exit 2 on a MergeError)."""
-    try:
-        runs, out = parse_merge_args(args)
-        metrics = merge_runs(runs, out)
-    except (MergeError, FileNotFoundError, RunFileError) as exc:  # RunFileError: a damaged shard file, named
-        raise SystemExit(f"mnemis merge: {exc}") from None
-    print(f"merged {len(runs)} runs into {out}: methods {list(metrics)}; report: {Path(out) / 'report.md'}")
-    return metrics
 
 
 def sweep_run_dirs(sweep: str | Path) -> list[Path]:

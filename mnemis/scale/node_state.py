@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mnemis.scale.shard import shard_tag
+from mnemis.data.shard import shard_tag
 
 MOUNTS = Path("/proc/mounts")
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs")

@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from mnemis.store.connection import SQLiteFile
+from mnemis.sqlite_file import SQLiteFile
 from mnemis.types import Category, CategoryEdge, Entity, Episode, Fact, Mention, Question
 
 SCHEMA_VERSION = 1

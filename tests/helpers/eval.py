@@ -35,7 +35,7 @@ def browser():
     """A headless Chromium WebDriver, or a skip where selenium / chromium are missing (CI installs them)."""
     import pytest
 
-    from mnemis.eval.headless import NoBrowser, chromium
+    from mnemis.testing.headless import NoBrowser, chromium
 
     try:
         return chromium()

@@ -11,7 +11,7 @@ import re
 from datetime import datetime, timedelta
 
 from mnemis.models.llm.base import LLMRequest
-from mnemis.scale.responder import current_message, entity_name, section, user_text
+from mnemis.testing.responder import current_message, entity_name, section, user_text
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Episode
 

@@ -17,7 +17,7 @@ from mnemis.config import compose
 from mnemis.memory import Memory
 from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.client import LLM
-from mnemis.scale.runner import LeanScriptedBackend
+from mnemis.testing.runner import LeanScriptedBackend
 
 
 def main() -> None:

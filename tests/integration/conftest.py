@@ -18,6 +18,7 @@ import urllib.request
 
 import pytest
 
+from mnemis.models.llm.local_server import stop_process
 from tests.helpers.run_order import last_engine_user
 
 SERVER_TIMEOUT_S = float(os.environ.get("MNEMIS_VLLM_SERVER_TIMEOUT", "120"))
@@ -125,10 +126,5 @@ def vllm_server():
             time.sleep(1.0)
         yield url + "/v1"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
+        stop_process(proc)
         log.close()

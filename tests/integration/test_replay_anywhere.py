@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from mnemis.testing.bench_replay import models_loaded
 from tests.helpers.bench import load_bench
 
 pytestmark = pytest.mark.integration
@@ -27,7 +28,7 @@ def test_a_replay_reproduces_every_figure_under_two_kernel_paths_and_thread_coun
     made = json.loads(out.read_text())
     assert made["cache_archive"]["embed"] > 0 and made["cache_archive"]["tokens"] > 0
     assert made["cache_archive"]["identity"] == 2  # the embedder's and the reranker's
-    assert "embedder" in cq.models_loaded([tmp_path / "runs" / "tuned"])  # the run itself embedded
+    assert "embedder" in models_loaded([tmp_path / "runs" / "tuned"])  # the run itself embedded
     # torch's scalar kernels, numpy's and the BLAS libraries' without AVX-512, one thread; then this CPU's best, two
     plain = {"ATEN_CPU_CAPABILITY": "default", "NPY_DISABLE_CPU_FEATURES": NUMPY_AVX512,
              "OPENBLAS_CORETYPE": "Haswell", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}

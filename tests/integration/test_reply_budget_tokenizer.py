@@ -10,7 +10,7 @@ import pytest
 from mnemis.config import compose, to_plain
 from mnemis.models.llm.budget import CHARS_PER_TOKEN, SLACK_TOKENS, adversarial_worst_case, worst_case_tokens
 from mnemis.models.tiny import smollm2_tokenizer
-from mnemis.prompts.budgets import stage_reply_schemas
+from mnemis.testing.budgets import stage_reply_schemas
 
 pytestmark = pytest.mark.integration
 

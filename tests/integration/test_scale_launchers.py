@@ -22,7 +22,7 @@ def test_ray_sweep_with_a_killed_worker_equals_one_process(tmp_path):
         from scale_launchers import run_all
     finally:
         sys.path.remove(str(REPO / "experiments" / "bench"))
-    from mnemis.scale.synth import SynthSpec
+    from mnemis.testing.synth import SynthSpec
 
     spec = SynthSpec(groups=4, sessions_per_haystack=2, pool_size=3, turns_per_session=4, words_per_turn=10)
     result = run_all(spec, tmp_path, kill_after=6, only=("ray_2_killed",), replay=False)

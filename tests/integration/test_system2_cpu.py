@@ -15,8 +15,8 @@ import time
 import pytest
 
 from mnemis.models.llm.client import LLM
-from mnemis.scale.toy_memory import GRAPHS, QUESTIONS
-from mnemis.scale.toy_memory import build_toy_store as _build
+from mnemis.testing.toy_memory import GRAPHS, QUESTIONS
+from mnemis.testing.toy_memory import build_toy_store as _build
 from mnemis.types import Episode, Question
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]

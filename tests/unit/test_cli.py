@@ -56,3 +56,11 @@ def test_report_needs_a_run_dir(tmp_path):
 def test_unknown_method_is_refused(tmp_path, locomo_path):
     res = _mnemis(tmp_path, "eval", "experiment=quickstart", "methods=[telepathy]")
     assert res.returncode != 0 and "telepathy" in res.stderr
+
+
+def test_a_role_that_cannot_work_is_a_one_line_exit(tmp_path):
+    """The library raises RoleError (mnemis.roles); the CLI turns it into one line naming the command and the key,
+    before any model loads."""
+    res = _mnemis(tmp_path, "eval", "experiment=quickstart", "judge.judges=[main,main]")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "mnemis eval: judge.judges[1] (main): duplicate judge name" in res.stderr

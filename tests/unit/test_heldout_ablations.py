@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from mnemis.testing.bench_replay import SELECT_CAP_CPU
 from tests.helpers.bench import load_bench
 from tests.helpers.compose import plain_config
 
@@ -70,7 +71,7 @@ def test_a_small_run_of_two_variants_replays(ha, tmp_path, locomo_path, monkeypa
     assert list(saved["against_paper"]) == ["all_exits_vs_paper"] and "--variants paper,all_exits" in saved["command"]
     # the CPU reply caps by default, kept with the overrides so the replay sends the same requests
     assert saved["overrides"][:2] == ["reply_budget=off", "ingest.max_tokens.extract_entities=320"]
-    assert f"retrieval.system2.max_tokens={ha.SELECT_CAP_CPU}" in saved["overrides"]
+    assert f"retrieval.system2.max_tokens={SELECT_CAP_CPU}" in saved["overrides"]
     for v in saved["variants"].values():
         assert v["status"] == "complete" and v["mnemis_vs_rag"]["questions"] >= 1 and v["system2"]["questions"] >= 1
     assert ha.main(["--replay", "--out", str(out)]) == 0
@@ -84,5 +85,5 @@ def test_a_small_run_of_two_variants_replays(ha, tmp_path, locomo_path, monkeypa
     def stops(*args, **kwargs):
         raise subprocess.CalledProcessError(1, ["mnemis", "run"])
 
-    monkeypatch.setattr(ha._cpu_quality(), "run_mode", stops)
+    monkeypatch.setattr(ha.bench_replay, "run_mode", stops)
     assert ha.main(["--replay", "--out", str(out)]) == 1

@@ -11,7 +11,7 @@ import pytest
 from mnemis import Memory, Message
 from mnemis.models.embed import HashingEmbedder
 from mnemis.models.rerank import CosineReranker
-from mnemis.scale.responder import scripted_llm
+from mnemis.testing.responder import scripted_llm
 
 ALICE = [
     {"speaker": "Alice", "text": "I adopted a cat named Miso in Boston.", "time": "2024-05-01T10:00"},

@@ -12,7 +12,7 @@ import pytest
 from mnemis import Memory
 from mnemis.models.embed import HashingEmbedder
 from mnemis.models.rerank import CosineReranker
-from mnemis.scale.responder import scripted_llm
+from mnemis.testing.responder import scripted_llm
 from mnemis.types import Episode
 
 UTC = timezone.utc
@@ -139,7 +139,7 @@ def test_dates_the_llm_writes_follow_the_kind_of_the_episode_times(tmp_path):
     zone, so comparing them (an end before its start, a contradiction) never mixes kinds."""
     from mnemis.models.llm.client import LLM
     from mnemis.models.llm.scripted import ScriptedBackend
-    from mnemis.scale.responder import base_graph_responder
+    from mnemis.testing.responder import base_graph_responder
 
     def responder(req):
         reply = base_graph_responder(req)

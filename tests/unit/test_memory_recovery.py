@@ -17,7 +17,7 @@ from mnemis.components import GivenModels
 from mnemis.config import compose
 from mnemis.memory import QUEUED, Memory
 from mnemis.models.embed import HashingEmbedder
-from mnemis.scale.responder import scripted_llm
+from mnemis.testing.responder import scripted_llm
 from tests.helpers import HELPERS
 
 WORKER = HELPERS / "memory_worker.py"

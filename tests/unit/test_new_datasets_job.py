@@ -3,7 +3,6 @@ the report (schema-fake LLM and hashing embedder: plumbing, not quality)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -37,11 +36,10 @@ def test_beam_every_method(tmp_path):
     assert "## Graded scores: parts per category" in report and "Graded judges' controls" in report
     assert json.loads((run / "graded_leniency.json").read_text())["judges"]["main"]["vague"]["n"] > 0
     assert json.loads((run / "config.json").read_text())["dataset"]["scale"] == "100K"
-    # the CPU-quality summariser (experiments/bench/cpu_quality.py --experiment beam_cpu_small) reads a BEAM run
-    spec = importlib.util.spec_from_file_location("cpu_quality", REPO / "experiments" / "bench" / "cpu_quality.py")
-    cq = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cq)
-    summary = cq.summarize(run)
+    # the CPU-quality summariser (what experiments/bench/cpu_quality.py --experiment beam_cpu_small writes) reads a BEAM run
+    from mnemis.testing.bench_runs import summarize
+
+    summary = summarize(run)
     assert set(summary["accuracy"]) == set(metrics) and "summarization" in summary["accuracy"]["mnemis"]
 
 

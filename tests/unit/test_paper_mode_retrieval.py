@@ -16,7 +16,8 @@ from omegaconf import OmegaConf
 
 from mnemis.config import CONF_DIR
 from mnemis.eval.metrics import metrics_by_method
-from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, dump_json, write_records
+from mnemis.eval.records import QuestionRecord, dump_json, write_records
+from mnemis.eval.run_dir import QUESTIONS_FILE
 from tests.helpers.compose import plain_config
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import mnemis.app.jobs as jobs
 import mnemis.prompts.fingerprint as fp
 from mnemis.app.jobs import Models, build_address, build_view, run_command
 from mnemis.config import compose, to_plain
-from mnemis.roles import check_roles, roles_summary, run_seeds
+from mnemis.roles import RoleError, check_roles, roles_summary, run_seeds
 
 PAPER_EXPERIMENTS = ["paper_locomo_k10", "paper_locomo_k30", "paper_locomo_baselines", "paper_locomo_mem0",
                      "paper_lme_s"]
@@ -58,19 +58,19 @@ def test_quickstart_keeps_the_tuned_answering_and_says_it_is_self_judged():
 def test_paper_experiment_without_a_judge_fails_before_any_model_loads(exp, tmp_path):
     cfg = compose([f"experiment={exp}", f"paths.artifacts_dir={tmp_path}/a", f"paths.cache_dir={tmp_path}/c"])
     before = dict(jobs._MODELS)
-    with pytest.raises(SystemExit, match=r"judge_llms\.paper, which is empty\. The paper judged every row with GPT-4\.1-mini"):
+    with pytest.raises(RoleError, match=r"judge_llms\.paper, which is empty\. The paper judged every row with GPT-4\.1-mini"):
         run_command(cfg, tmp_path / "out")
     assert jobs._MODELS == before and not (tmp_path / "a").exists()
 
 
 def test_startup_check_names_the_key():
-    with pytest.raises(SystemExit, match=r"judge_llms\.gpt"):
+    with pytest.raises(RoleError, match=r"judge_llms\.gpt"):
         check_roles(_plain(["judge.judges=[main,gpt]"]))
-    with pytest.raises(SystemExit, match=r"criterion='kind'"):
+    with pytest.raises(RoleError, match=r"criterion='kind'"):
         check_roles(_plain(["judge.judges=[{name: a, llm: null, criterion: kind}]"]))
-    with pytest.raises(SystemExit, match="duplicate judge name"):
+    with pytest.raises(RoleError, match="duplicate judge name"):
         check_roles(_plain(["judge.judges=[main,main]"]))
-    with pytest.raises(SystemExit, match=r"answer\.prompt_by_method\.rag='long'"):
+    with pytest.raises(RoleError, match=r"answer\.prompt_by_method\.rag='long'"):
         check_roles(_plain(["methods=[rag]", "+answer.prompt_by_method.rag=long"]))
 
 
@@ -191,7 +191,7 @@ def test_mem0_memory_is_addressed_by_its_own_prompts(tmp_path, monkeypatch):
 def test_seeds_option_validation():
     assert run_seeds({"seed": 3}) == [3] and run_seeds({"seeds": [0, 2, 1]}) == [0, 2, 1]
     for bad in (5, [], [0, 0], ["a"]):
-        with pytest.raises(SystemExit, match="seeds="):
+        with pytest.raises(RoleError, match="seeds="):
             run_seeds({"seeds": bad})
 
 

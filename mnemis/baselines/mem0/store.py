@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mnemis.store.connection import SQLiteFile
+from mnemis.sqlite_file import SQLiteFile
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (

@@ -12,37 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.baselines.peers.common import IngestProgress, PeerRun, request_timeout
+from mnemis.ingest.graphiti.clients import graphiti_clients, group_records, kuzu_fulltext_indexes
 from mnemis.paths import child_path
 from mnemis.types import Dataset, Episode, Question
 
 log = logging.getLogger(__name__)
-
-
-def graphiti_clients(embedder: Any, reranker: Any):
-    """Our embedder and reranker as Graphiti's ``EmbedderClient`` / ``CrossEncoderClient``."""
-    from graphiti_core.cross_encoder.client import CrossEncoderClient
-    from graphiti_core.embedder.client import EmbedderClient
-
-    class OurEmbedder(EmbedderClient):
-        async def create(self, input_data):  # one text (or a one-text list) -> one vector
-            text = input_data if isinstance(input_data, str) else next(iter(input_data), "")
-            return embedder.encode([str(text)])[0].tolist()
-
-        async def create_batch(self, input_data_list):
-            return [v.tolist() for v in embedder.encode([str(t) for t in input_data_list])]
-
-    class OurReranker(CrossEncoderClient):
-        async def rank(self, query, passages):
-            if not passages:
-                return []
-            if reranker is None:  # cosine between the query and each passage
-                vecs = embedder.encode([query, *passages])
-                scores = (vecs[1:] @ vecs[0]).tolist()
-            else:
-                scores = [float(s) for s in reranker.score(query, list(passages))]
-            return sorted(zip(passages, scores), key=lambda p: -p[1])
-
-    return OurEmbedder(), OurReranker()
 
 
 def _fact_line(edge: Any) -> str:
@@ -51,29 +25,6 @@ def _fact_line(edge: Any) -> str:
 
     end = day(edge.invalid_at) if getattr(edge, "invalid_at", None) else "now"
     return f"- {edge.fact} ({day(getattr(edge, 'valid_at', None))} – {end})"
-
-
-async def group_records(cls: Any, driver: Any, group: str) -> list[Any]:
-    """Every node / edge of ``cls`` in ``group`` (Graphiti raises when there are none)."""
-    from graphiti_core.errors import GroupsEdgesNotFoundError, GroupsNodesNotFoundError
-
-    try:
-        return list(await cls.get_by_group_ids(driver, [group]))
-    except (GroupsEdgesNotFoundError, GroupsNodesNotFoundError):
-        return []
-
-
-async def kuzu_fulltext_indexes(driver: Any) -> None:
-    """Create Graphiti's full-text indexes on Kuzu: in graphiti-core 0.31.2 ``build_indices_and_constraints``
-    is a no-op for Kuzu, and its search then fails on the missing ``edge_name_and_fact`` index."""
-    from graphiti_core.driver.driver import GraphProvider
-    from graphiti_core.graph_queries import get_fulltext_indices
-
-    for query in get_fulltext_indices(GraphProvider.KUZU):
-        try:
-            await driver.execute_query(query)
-        except Exception as exc:  # noqa: BLE001 - already there (a resumed run)
-            log.debug("kuzu index: %s", exc)
 
 
 async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Question], peers: Mapping[str, Any],

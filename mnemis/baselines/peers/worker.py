@@ -14,14 +14,14 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from mnemis.config import build
+    from mnemis.settings import instantiate
     from mnemis.types import Dataset, Question
 
     job = json.loads(Path(argv[0]).read_text())
     data = Dataset.model_validate(job["data"])
     questions = [Question.model_validate(q) for q in job["questions"]]
-    embedder = build(job["embedder"])
-    reranker = build(job["reranker"]) if job.get("reranker") else None
+    embedder = instantiate(job["embedder"])
+    reranker = instantiate(job["reranker"]) if job.get("reranker") else None
     if isinstance(reranker, functools.partial):  # rerankers that need the embedder (e.g. cosine)
         reranker = reranker(embedder=embedder)
     if job["method"] == "graphiti":

@@ -211,7 +211,7 @@ class GraphitiGraphBuilder:
                            str(getattr(backend, "api_key", key)), **common)
             return
         if type(backend).__name__ == "VLLMBackend":
-            from mnemis.baselines.peers.common import local_endpoint
+            from mnemis.models.llm.local_server import local_endpoint
 
             llm_node = {"backend": {"model": backend.model, "cpu_threads_bind": backend.cpu_threads_bind}}
             server = {"request_timeout_s": self.request_timeout_s, **self.server}

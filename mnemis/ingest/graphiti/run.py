@@ -86,7 +86,7 @@ async def open_graph(db_path: Path, group: str, endpoint: Endpoint, embedder: An
     from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
     from openai import AsyncOpenAI
 
-    from mnemis.baselines.peers.graphiti_peer import graphiti_clients, kuzu_fulltext_indexes
+    from mnemis.ingest.graphiti.clients import graphiti_clients, kuzu_fulltext_indexes
 
     client = AsyncOpenAI(api_key=endpoint.api_key, base_url=endpoint.base_url, timeout=endpoint.timeout_s)
     count_requests(client, counts)
@@ -139,7 +139,7 @@ async def read_graph(graph: Any, group: str) -> dict[str, list[dict[str, Any]]]:
     from graphiti_core.edges import EntityEdge, EpisodicEdge
     from graphiti_core.nodes import EntityNode, EpisodicNode
 
-    from mnemis.baselines.peers.graphiti_peer import group_records
+    from mnemis.ingest.graphiti.clients import group_records
 
     driver = graph.driver
     episodes = await group_records(EpisodicNode, driver, group)

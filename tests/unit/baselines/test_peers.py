@@ -201,7 +201,7 @@ def test_ingest_progress_saves_each_step_and_reads_older_files(tmp_path):
 
 
 def test_server_counts_read_tokens_requests_and_cut_replies(tmp_path):
-    from mnemis.baselines.peers.common import add_server_counts, parse_server_counts
+    from mnemis.models.llm.local_server import add_server_counts, parse_server_counts
 
     text = """# HELP vllm:prompt_tokens_total Number of prefill tokens processed.
 vllm:prompt_tokens_total{engine="0",model_name="peer"} 1200.0
@@ -274,7 +274,7 @@ def test_failures_are_counted_by_type_with_a_few_examples():
 
 
 def test_server_command_sizes_the_window_and_allows_a_long_one_only_when_asked():
-    from mnemis.baselines.peers.common import server_command
+    from mnemis.models.llm.local_server import server_command
 
     cmd, env = server_command({"max_model_len": 16384, "kv_cache_memory_bytes": 512}, "/m", 8123)
     assert cmd[cmd.index("--max-model-len") + 1] == "16384" and cmd[cmd.index("--port") + 1] == "8123"
@@ -290,7 +290,7 @@ def test_server_command_sizes_the_window_and_allows_a_long_one_only_when_asked()
 def test_a_server_that_never_comes_up_is_stopped_and_the_next_method_starts_its_own(monkeypatch, tmp_path):
     """A start that times out kills the half-started server, so the next peer method does not send its
     requests to it (which failed every Mem0 add with 'Connection error' once); a ready server is shared."""
-    from mnemis.baselines.peers import common
+    from mnemis.models.llm import local_server
 
     ready_script = tmp_path / "serve.py"
     ready_script.write_text(
@@ -307,19 +307,19 @@ def test_a_server_that_never_comes_up_is_stopped_and_the_next_method_starts_its_
             return [sys.executable, str(ready_script), str(port)], dict(os.environ)
         return [sys.executable, "-c", "import time; time.sleep(120)"], dict(os.environ)
 
-    monkeypatch.setattr(common, "server_command", fake_command)
+    monkeypatch.setattr(local_server, "server_command", fake_command)
     llm = {"backend": {"model": str(tmp_path / "some-model")}}
-    with pytest.raises(common.PeerUnavailable, match="not up within"):
-        with common.local_endpoint({"server_timeout_s": 1}, llm):
+    with pytest.raises(local_server.ServerUnavailable, match="not up within"):
+        with local_server.local_endpoint({"server_timeout_s": 1}, llm):
             pass
-    assert common._SERVERS == {}  # stopped, not left for the next method
+    assert local_server._SERVERS == {}  # stopped, not left for the next method
     mode["ready"] = True
     try:
-        with common.local_endpoint({"server_timeout_s": 60}, llm) as (url, model):
-            first = common._SERVERS[str(tmp_path / "some-model")][1]
-        with common.local_endpoint({"server_timeout_s": 60}, llm) as (url2, _):
-            assert url2 == url and common._SERVERS[str(tmp_path / "some-model")][1] is first  # shared
+        with local_server.local_endpoint({"server_timeout_s": 60}, llm) as (url, model):
+            first = local_server._SERVERS[str(tmp_path / "some-model")][1]
+        with local_server.local_endpoint({"server_timeout_s": 60}, llm) as (url2, _):
+            assert url2 == url and local_server._SERVERS[str(tmp_path / "some-model")][1] is first  # shared
         assert model == "peer"
     finally:
-        common._stop_servers()
+        local_server._stop_servers()
     assert first.poll() is not None

@@ -4,7 +4,8 @@ import logging
 
 import pytest
 
-from mnemis.baselines.full_context import estimate_tokens, full_context, render_history, token_counter
+from mnemis.baselines.full_context import full_context, render_history
+from mnemis.models.token_counts import estimate_tokens, token_counter
 from mnemis.baselines.rag import rag_contexts, render_episode_hits
 from mnemis.render import format_episode, render_episodes
 from mnemis.types import Hit, RetrievedContext

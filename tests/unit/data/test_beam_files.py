@@ -10,7 +10,8 @@ import pytest
 
 from mnemis.data import beam_files, sources
 from mnemis.data.errors import DataError
-from mnemis.data.sources import DataDirs, data_command, fetch, stream_to
+from mnemis.app.data_command import data_command
+from mnemis.data.sources import DataDirs, fetch, stream_to
 from tests.helpers.localserve import serve
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "beam" / "100K"

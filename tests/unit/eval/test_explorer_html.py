@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from mnemis.eval.explorer import HTML_FILE, explorer_data, render_html, write_html
+from mnemis.eval.explorer import explorer_data, render_html, write_html
+from mnemis.eval.run_dir import HTML_FILE
 from mnemis.eval.report import write_report
 from tests.helpers.eval import browser as headless_browser
 from tests.helpers.explorer_run import G, LINE2, _run_dir

@@ -7,7 +7,8 @@ import json
 
 from mnemis.app.jobs import print_summary
 from mnemis.eval.report import write_report
-from mnemis.eval.run_health import HEALTH_FILE, not_meaningful, run_health
+from mnemis.eval.run_health import not_meaningful, run_health
+from mnemis.eval.run_dir import HEALTH_FILE
 
 
 def _rates(specific: tuple[int, int], vague: tuple[int, int]) -> dict:

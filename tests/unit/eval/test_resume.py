@@ -8,7 +8,8 @@ import random
 import pytest
 
 from mnemis.eval.harness import evaluate_method
-from mnemis.eval.records import QUESTIONS_FILE, read_records
+from mnemis.eval.records import read_records
+from mnemis.eval.run_dir import QUESTIONS_FILE
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import CountingBackend, Killed
 from tests.helpers.eval import make_question, verdict

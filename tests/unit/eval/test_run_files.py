@@ -15,7 +15,8 @@ from mnemis.eval.explorer import explorer_data
 from mnemis.eval.graded_report import _leniency_lines
 from mnemis.eval.records import read_records
 from mnemis.eval.report import write_report
-from mnemis.eval.run_files import RunFileError, read_checked, read_jsonl
+from mnemis.eval.run_files import RunFileError, read_jsonl
+from mnemis.eval.run_dir import read_checked
 from mnemis.eval.run_health import run_health
 from mnemis.eval.tracking import JsonlTracker
 from mnemis.retrieve.system2_records import Traversal

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from mnemis.eval.report import write_report
-from mnemis.eval.run_health import HEALTH_FILE, run_health
+from mnemis.eval.run_health import run_health
+from mnemis.eval.run_dir import HEALTH_FILE
 
 
 def _walk(flagged=(), selected=(), fallback=None, entities=0):

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from mnemis.ingest.attributes import EPISODE_STAGE, STALE_STAGE
-from mnemis.scale.responder import entity_name, user_text
+from mnemis.testing.responder import entity_name, user_text
 from mnemis.texts import entity_texts
 from tests.helpers.ingest import current_message, episodes, graph, rule_responder, section
 

@@ -143,16 +143,16 @@ def test_vllm_backend_off_cpu_sets_nothing(fake_vllm, monkeypatch, tmp_path):
 
 
 def test_peers_server_gets_the_llm_configs_binding(monkeypatch, tmp_path):
-    from mnemis.baselines.peers import common
+    from mnemis.models.llm import local_server
 
     monkeypatch.setattr(cpu_threads, "running_on_cpu", lambda: True)
     monkeypatch.setattr(cpu_threads, "allowed_cpus", lambda: [0, 1])
     monkeypatch.delenv(BIND_ENV, raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    cmd, env = common.server_command({}, "/m", 8123)
+    cmd, env = local_server.server_command({}, "/m", 8123)
     assert "vllm.entrypoints.openai.api_server" in cmd
     assert env[BIND_ENV] == "0-1" and env["OMP_NUM_THREADS"] == "1"
-    assert BIND_ENV not in common.server_command({"cpu_threads_bind": "auto"}, "/m", 1)[1]
+    assert BIND_ENV not in local_server.server_command({"cpu_threads_bind": "auto"}, "/m", 1)[1]
 
     sent = []
 
@@ -160,10 +160,10 @@ def test_peers_server_gets_the_llm_configs_binding(monkeypatch, tmp_path):
         sent.append(dict(peers))
         raise RuntimeError("stop before starting anything")
 
-    monkeypatch.setattr(common, "server_command", fake_command)
+    monkeypatch.setattr(local_server, "server_command", fake_command)
     for peers, backend, expected in [({}, {"cpu_threads_bind": "0"}, "0"), ({}, {}, None),
                                      ({"cpu_threads_bind": "1"}, {"cpu_threads_bind": "0"}, "1")]:
         llm = {"backend": {"model": str(tmp_path / "m"), **backend}}
-        with pytest.raises(RuntimeError, match="stop before"), common.local_endpoint(peers, llm):
+        with pytest.raises(RuntimeError, match="stop before"), local_server.local_endpoint(peers, llm):
             pass
         assert sent[-1].get("cpu_threads_bind") == expected

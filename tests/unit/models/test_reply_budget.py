@@ -21,7 +21,7 @@ from mnemis.models.llm.budget import (
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.prompts.base import Prompt
-from mnemis.prompts.budgets import PLAIN_TEXT_STAGES, stage_reply_schemas
+from mnemis.testing.budgets import PLAIN_TEXT_STAGES, stage_reply_schemas
 from mnemis.prompts.extract_entities import ExtractedEntities
 from mnemis.prompts.extract_facts import ExtractedFacts
 from tests.helpers.compose import plain_config

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from mnemis.eval.run_dir import retrieval_files, write_files
 from mnemis.ingest.embed_items import embed_missing
 from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.client import LLM
@@ -62,7 +63,7 @@ def test_configs_compose_and_run(setup, tmp_path):
     assert all(len(x.episodes) <= 10 and len(x.entities) <= 20 and len(x.facts) <= 20 for x in out.contexts)
     assert "## Conversation messages" in out.texts[0]
     assert set(out.routes()) == {"system1", "system2", "fused"}
-    out.save(tmp_path / "run")
+    write_files(tmp_path / "run", retrieval_files(out))
     trav = [json.loads(x) for x in (tmp_path / "run" / "traversal.jsonl").read_text().splitlines()]
     assert [t["question_id"] for t in trav] == ["a", "b", "c"]
     rows = [json.loads(x) for x in (tmp_path / "run" / "contexts.jsonl").read_text().splitlines()]

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from mnemis.models.cache import ResponseCache
-from mnemis.scale.synth import SynthSpec, write_lme
+from mnemis.testing.synth import SynthSpec, write_lme
 from mnemis.store.sqlite import GraphStore
 
 SPEC = SynthSpec(groups=6, sessions_per_haystack=3, pool_size=2, overlap=1.0, turns_per_session=6, words_per_turn=4)
@@ -40,7 +40,7 @@ def _graph(db: Path) -> dict:
 
 
 def _runner(data: Path, shard: str, work: Path, cache: str, tag: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "mnemis.scale.runner", str(data), shard, str(work / f"{tag}.db"),
+    return subprocess.Popen([sys.executable, "-m", "mnemis.testing.runner", str(data), shard, str(work / f"{tag}.db"),
                              cache, str(work / f"{tag}.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 

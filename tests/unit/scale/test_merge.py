@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from mnemis.eval.harness import finalize_run
-from mnemis.eval.records import QUESTIONS_FILE, QuestionRecord, read_records, write_records
+from mnemis.eval.records import QuestionRecord, read_records, write_records
+from mnemis.eval.run_dir import QUESTIONS_FILE
 from mnemis.models.ledger import Ledger
-from mnemis.scale.merge import MergeError, merge_command, merge_runs, parse_merge_args
-from mnemis.scale.shard import shard_groups, shard_specs
+from mnemis.app.merge_command import merge_command
+from mnemis.scale.merge import MergeError, merge_runs, parse_merge_args
+from mnemis.data.shard import shard_groups, shard_specs
 
 CONFIG = {"command": "run", "methods": ["mnemis", "rag"], "seed": 0, "dataset": {"name": "longmemeval"},
           "llm": {"backend": {"model": "Qwen/Qwen3-8B"}}, "judge": {"failed": "wrong", "separate_categories": [],
@@ -226,7 +228,7 @@ def test_merge_keeps_roles_leniency_and_unions_the_cache_archives(tmp_path, grou
 
     from mnemis.models.cache_archive import export_archive, import_archive
     from mnemis.models.cache import CachedReply, ResponseCache
-    from mnemis.scale.merge import ARCHIVE_FILE
+    from mnemis.eval.run_dir import ARCHIVE_FILE
 
     dirs = _split(tmp_path, groups, 2)
     roles = {"roles": {"answer": "Qwen/Qwen3-8B"}, "headline_judge": "other",

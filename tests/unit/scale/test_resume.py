@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mnemis.scale.synth import SynthSpec, write_lme
+from mnemis.testing.synth import SynthSpec, write_lme
 from mnemis.store.sqlite import GraphStore
 
 SPEC = SynthSpec(groups=4, sessions_per_haystack=3, pool_size=3, overlap=0.5, turns_per_session=4, words_per_turn=4)
@@ -16,7 +16,7 @@ DELAY = 0.02  # seconds per backend batch; a delay also makes the runner print "
 
 
 def _start(data: Path, db: Path, cache: Path, out: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "mnemis.scale.runner", str(data), "1/2", str(db), str(cache),
+    proc = subprocess.Popen([sys.executable, "-m", "mnemis.testing.runner", str(data), "1/2", str(db), str(cache),
                              str(out), str(DELAY)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "READY", proc.stderr.read()
     return proc

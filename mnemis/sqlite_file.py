@@ -1,4 +1,5 @@
-"""One SQLite connection with WAL, a lock, and nestable transactions (shared by every store file)."""
+"""One SQLite file with WAL, a lock, and nestable transactions (the graph store, the model caches and the Mem0 store
+all open their files through it)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from mnemis.data.beam import ABILITIES, load_beam
-from mnemis.scale.beam_synth import PLANS, TURNS_PER_BATCH, synthesize
+from mnemis.testing.beam_synth import PLANS, TURNS_PER_BATCH, synthesize
 
 
 def test_shape_and_load(tmp_path):

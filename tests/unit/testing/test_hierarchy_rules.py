@@ -6,7 +6,7 @@ from mnemis import Memory
 from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.base import LLMRequest
 from mnemis.models.rerank import CosineReranker
-from mnemis.scale.hierarchy_rules import categorize_reply, scripted_hierarchy_llm
+from mnemis.testing.hierarchy_rules import categorize_reply, scripted_hierarchy_llm
 
 NAMES = ["Kalo", "Miren", "Tasro", "Venqui", "Delbra", "Senel", "Torni", "Zupha", "Gorlia", "Mondre", "Viksol",
          "Berta", "Nychi", "Valros", "Einul", "Fakalo", "Romir", "Ventas"]
@@ -37,7 +37,7 @@ def test_a_scripted_build_has_several_layers(tmp_path):
 
 def test_the_two_step_categoriser_gets_the_same_groups():
     from mnemis.prompts.categorize_two_step import node_key, render_assign, render_propose
-    from mnemis.scale.hierarchy_rules import two_step_reply
+    from mnemis.testing.hierarchy_rules import two_step_reply
     from mnemis.prompts.categorize import NodeView
 
     nodes = [NodeView(n, ["Thing"]) for n in NAMES[:13]]

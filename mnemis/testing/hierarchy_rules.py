@@ -20,7 +20,7 @@ from mnemis.models.llm.base import LLMRequest
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.prompts.categorize_two_step import node_key
-from mnemis.scale.responder import base_graph_responder, section, user_text
+from mnemis.testing.responder import base_graph_responder, section, user_text
 
 STAGES = ("hierarchy.categorize", "hierarchy.reask")
 _LAYER = re.compile(r"^Layer (\d+):", re.MULTILINE)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from mnemis.data.errors import DataError
 from mnemis.data.longmemeval import load_longmemeval
-from mnemis.scale.shard import (
+from mnemis.data.shard import (
     ShardSpecError,
     parse_shard,
     restrict_dataset,

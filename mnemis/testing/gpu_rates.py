@@ -1,7 +1,7 @@
 """The GPU rates behind the GPU-hour estimates: measured by the GPU smoke once its JSON exists, assumed until then.
 
 ``experiments/bench/gpu_smoke.sh`` writes ``experiments/results/gpu_smoke.json`` on a lent GPU. The estimators
-(``beam_scale.py``, ``rerank_estimate.py``) read their rates here, so a rerun after the smoke uses the measured
+(``experiments/bench/beam_scale.py``, ``rerank_estimate.py``) read their rates here, so a rerun after the smoke uses the measured
 ones and records which it used (``source``).
 """
 

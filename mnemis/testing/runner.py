@@ -1,6 +1,6 @@
 """Build the base graph of one shard with the scripted LLM: the unit of work of the scale benchmark and tests.
 
-``python -m mnemis.scale.runner DATA SHARD STORE CACHE_DIR OUT_JSON [DELAY_S]`` ingests the groups of
+``python -m mnemis.testing.runner DATA SHARD STORE CACHE_DIR OUT_JSON [DELAY_S]`` ingests the groups of
 ``SHARD`` (``i/N``) of the LongMemEval file ``DATA`` into the store ``STORE``, with the response cache in
 ``CACHE_DIR`` (shared by all shards; ``none`` = no cache, i.e. no reuse) and writes the ledger, timings and
 peak memory to ``OUT_JSON``. ``DELAY_S`` sleeps before each backend batch and, when set, prints ``BATCH n`` after the n-th batch reaches
@@ -22,8 +22,8 @@ from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.base import Completion, LLMRequest
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
-from mnemis.scale.responder import base_graph_responder
-from mnemis.scale.shard import restrict_dataset
+from mnemis.testing.responder import base_graph_responder
+from mnemis.data.shard import restrict_dataset
 from mnemis.store.sqlite import GraphStore
 
 
@@ -38,7 +38,7 @@ class LeanScriptedBackend(ScriptedBackend):
 
     def __init__(self, delay_s: float = 0.0, model_id: str = "scripted-scale", announce: bool = False, *,
                  hierarchy: bool = False, beacon_dir: str | None = None) -> None:
-        from mnemis.scale.hierarchy_rules import hierarchy_responder
+        from mnemis.testing.hierarchy_rules import hierarchy_responder
 
         super().__init__(hierarchy_responder if hierarchy else base_graph_responder, model_id=model_id)
         self.delay_s = delay_s
