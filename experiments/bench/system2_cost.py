@@ -13,7 +13,6 @@ in a prefix shared by another prompt of the same round (what vLLM prefix caching
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
@@ -102,4 +101,8 @@ def main(out: str | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", nargs="?", default=None, help="where to write the JSON (default: print only)")
+    main(ap.parse_args().out)
