@@ -14,10 +14,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from mnemis.models.llm.limits import NO_ROOM
+
 PROMPT_CHARS_PER_TOKEN = 2.5
 TEMPLATE_TOKENS = 64  # chat-template markers around the messages
 _WINDOW_ERRORS = ("maximum context length", "context_length_exceeded", "context length", "prompt is too long",
-                  "input is too long", "too many tokens")
+                  "input is too long", "too many tokens", NO_ROOM)  # (the last: refused by our limits, unsent)
 
 
 def text_tokens(chars: int) -> int:

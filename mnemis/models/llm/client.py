@@ -46,7 +46,7 @@ from mnemis.models.failures import RERUN, EngineFailure, backoff_s
 from mnemis.models.ledger import Ledger
 from mnemis.models.llm.base import Backend, Completion, LLMRequest, LLMResult
 from mnemis.models.llm.budget import POLICIES, plan
-from mnemis.models.llm.limits import SchemaDecodingRefused, estimate_prompt_tokens
+from mnemis.models.llm.limits import NO_ROOM, SchemaDecodingRefused, estimate_prompt_tokens
 from mnemis.models.llm.replies import MAX_ERR_CHARS, parse_reply  # noqa: F401  (parse_reply: re-exported)
 from mnemis.models.llm.salvage import salvage
 
@@ -245,7 +245,7 @@ class LLM:
                 continue
             if room < 1:
                 refused[k] = Completion(text="", over_limit=True, error=(
-                    f"not sent: a prompt of {counted[k]:,} tokens leaves no room for a reply ({limits.describe()})"))
+                    f"not sent: a prompt of {counted[k]:,} tokens {NO_ROOM} ({limits.describe()})"))
                 continue
             out[k] = req.model_copy(update={"sampling": req.sampling.model_copy(update={"max_tokens": room})})
             tally.clamp(req.stage, pending[k].index)

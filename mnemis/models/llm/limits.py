@@ -38,6 +38,11 @@ FIXED_TOKENS = 64
 ESTIMATE = f"estimate (UTF-8 bytes + {PER_MESSAGE_TOKENS} a message + {FIXED_TOKENS})"
 
 
+# the words of a request refused before sending because its prompt alone fills the window (a caller that can
+# shorten its prompt, e.g. System-2 by splitting a page, reads a refusal by them as a window error)
+NO_ROOM = "leaves no room for a reply"
+
+
 @dataclass(frozen=True)
 class ModelLimits:
     """A served model's completion cap and window (None = not known / none), where they come from and how

@@ -101,3 +101,6 @@ def test_split_pages_keeps_order_fits_room_and_balances():
         split_pages(items, [1] * 9, 10)
     assert is_window_error("backend error: VLLMValidationError: This model's maximum context length is 8192")
     assert not is_window_error("backend error: timeout") and not is_window_error(None)
+    # a prompt our limits layer did not send because it fills the window is a window error too (System-2 re-splits)
+    assert is_window_error("not sent: a prompt of 9,120 tokens leaves no room for a reply (completion cap none, "
+                           "window 8,192 (config; prompts counted by the tokenizer))")
