@@ -310,3 +310,33 @@ def test_a_replay_that_stops_says_what_differs_from_the_machine_that_made_the_ar
     assert "does not record the machine" in bench_replay.replay_stopped("paper", 1, {"cpus": 2}, here)
     same = bench_replay.replay_stopped("paper", 1, here, here)
     assert "match the archive's" in same and "CPU vector features" not in same
+
+
+def test_refill_asks_the_model_only_what_the_archive_lacks_and_then_replays(cq, tmp_path, locomo_path):
+    """--refill reruns the JSON's modes with the archive as the response cache: a reply the archive lacks (here one
+    answer, dropped from it) is asked of the model, the rest replay; the figures, the added replies per stage and
+    the new archive are written, and a replay of that archive reproduces every figure."""
+    import gzip
+
+    out = tmp_path / "results" / "cq.json"
+    common = ["--runs-dir", str(tmp_path / "runs"), "--out", str(out)]
+    assert cq.main(["--modes", "tuned", "--experiment", "quickstart", "--archive", *common, "--",
+                    "llm=schema_fake", "embedder=hashing", "reranker=cosine", "judge.leniency.enabled=false",
+                    "methods=[rag]", "dataset.slice.max_questions=2", f"paths.cache_dir={tmp_path}/cache",
+                    f"paths.artifacts_dir={tmp_path}/art", f"paths.shared_data_dir={locomo_path.parent}"]) == 0
+    archive = tmp_path / "results" / "cq.cache.jsonl.gz"
+    rows = gzip.decompress(archive.read_bytes()).decode().splitlines()
+    answer = next(i for i, r in enumerate(rows) if json.loads(r).get("stage") == "answer")
+    archive.write_bytes(gzip.compress(("\n".join(rows[:answer] + rows[answer + 1:]) + "\n").encode()))
+    before = json.loads(out.read_text())["modes"]["tuned"]
+    assert cq.main(["--refill", str(tmp_path / "refill"), "--out", str(out)]) == 0
+    saved = json.loads(out.read_text())
+    assert saved["refill"]["replies_added_by_model"] == {"answer": 1}
+    assert saved["modes"]["tuned"]["figures_before_refill"]["accuracy"] == before["accuracy"]
+    assert bench_replay.figures(saved["modes"]["tuned"]) == bench_replay.figures(before)  # the fake model is exact
+    assert saved["cache_archive"]["llm"] == before_llm(rows) and cq.main(["--replay", *common]) == 0
+
+
+def before_llm(rows: list[str]) -> int:
+    """LLM replies in an archive's rows (the one dropped came back)."""
+    return sum(1 for r in rows if json.loads(r).get("kind", "llm") == "llm")
