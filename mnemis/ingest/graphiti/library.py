@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -33,8 +34,14 @@ def library_dir(version: str | None, library_path: str | None = None) -> Path | 
     return None
 
 
+TELEMETRY_ENV = "GRAPHITI_TELEMETRY_ENABLED"  # graphiti-core's own switch for its usage telemetry
+
+
 def load_graphiti(version: str | None, library_path: str | None = None) -> ModuleType:
-    """Import graphiti-core, the pinned ``version`` when set (else any), and return the package."""
+    """Import graphiti-core, the pinned ``version`` when set (else any), and return the package. Its telemetry
+    (PostHog, on unless the environment says otherwise) is switched off first: a build sends nothing anywhere
+    but to the configured model endpoint (the user's own setting wins)."""
+    os.environ.setdefault(TELEMETRY_ENV, "false")
     folder = library_dir(version, library_path)
     loaded = sys.modules.get("graphiti_core")
     if folder is not None and loaded is None and str(folder) not in sys.path:

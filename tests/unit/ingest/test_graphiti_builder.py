@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import os
 import subprocess
 import sys
 from datetime import datetime, timedelta
@@ -121,6 +122,20 @@ def test_a_pinned_release_the_environment_lacks_names_the_setting(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert res.returncode != 0
     assert "ingest.graphiti.version pins graphiti-core 0.0.1" in res.stderr and "setup_graphiti.sh" in res.stderr
+
+
+@needs_graphiti
+def test_loading_graphiti_switches_its_telemetry_off_unless_the_user_set_it():
+    code = ("import os\nfrom mnemis.ingest.graphiti.library import load_graphiti\n"
+            "load_graphiti(None)\nfrom graphiti_core.telemetry.telemetry import is_telemetry_enabled\n"
+            "print(os.environ['GRAPHITI_TELEMETRY_ENABLED'], is_telemetry_enabled())\n")
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHITI_TELEMETRY_ENABLED"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["false", "False"]
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                         env={**env, "GRAPHITI_TELEMETRY_ENABLED": "true"})
+    assert res.stdout.split()[0] == "true"  # the user's own setting wins
 
 
 def _build(tmp_path: Path, locomo_path: Path, *extra: str) -> subprocess.CompletedProcess:
