@@ -213,6 +213,10 @@ class GraphitiGraphBuilder:
         if type(backend).__name__ == "VLLMBackend":
             from mnemis.models.llm.local_server import local_endpoint
 
+            if getattr(backend, "_llm", None) is not None:  # the same weights twice would not fit beside each other
+                log.info("graphiti-core: the in-process %s engine is shut down while its server runs (it starts "
+                         "again at the next reply asked of it)", backend.model)
+                backend.close()
             llm_node = {"backend": {"model": backend.model, "cpu_threads_bind": backend.cpu_threads_bind}}
             server = {"request_timeout_s": self.request_timeout_s, **self.server}
             with local_endpoint(server, llm_node) as (url, served):

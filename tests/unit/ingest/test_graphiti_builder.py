@@ -270,3 +270,37 @@ def test_a_scripted_llm_has_no_endpoint_and_the_error_names_the_settings(tmp_pat
             make_builder(store, None, HashingEmbedder(16), builder="graphiti", graphiti={"versoin": "1"})
         with pytest.raises(ValueError, match="ingest.builder must be one of"):
             make_builder(store, None, HashingEmbedder(16), builder="zep")
+
+
+def test_the_in_process_engine_is_shut_down_while_graphitis_server_holds_the_same_weights(tmp_path, monkeypatch):
+    """With an in-process vLLM model, graphiti-core talks to a local server on the same weights: the in-process
+    engine is closed first (two copies of a model need twice its memory; a 1.5B pair was killed for memory on 2
+    cores), and it starts again at the next reply asked of it."""
+    import contextlib
+
+    from mnemis.ingest.graphiti.builder import GraphitiGraphBuilder
+    from mnemis.models.embed import HashingEmbedder
+    from mnemis.store import GraphStore
+
+    events: list[str] = []
+
+    class VLLMBackend:  # the name the builder recognises; an engine that records being closed
+        model, cpu_threads_bind = "qwen2.5-coder-1.5b", "0-1"
+        _llm = object()
+
+        def close(self) -> None:
+            events.append("closed")
+            self._llm = None
+
+    @contextlib.contextmanager
+    def fake_endpoint(server, llm_node):
+        events.append(f"server for {llm_node['backend']['model']}")
+        yield "http://127.0.0.1:9/v1", "peer"
+
+    monkeypatch.setattr("mnemis.models.llm.local_server.local_endpoint", fake_endpoint)
+    llm = type("Client", (), {"backend": VLLMBackend()})()
+    with GraphStore(tmp_path / "m.db") as store:
+        builder = GraphitiGraphBuilder(store, llm, HashingEmbedder(16))
+        with builder._endpoint() as endpoint:
+            assert endpoint.base_url == "http://127.0.0.1:9/v1"
+    assert events == ["closed", "server for qwen2.5-coder-1.5b"]
