@@ -96,3 +96,15 @@ def plain_config(overrides: Sequence[str] | None = None, config_name: str = "con
     if key not in _PLAIN:
         _PLAIN[key] = to_plain(compose(key[1], config_name=config_name))
     return copy.deepcopy(_PLAIN[key])
+
+
+def run_settings(overrides: Sequence[str] | None = None) -> Any:
+    """The validated :class:`mnemis.settings.RunSettings` of ``overrides`` (composed once per session)."""
+    from mnemis.settings import load_settings
+
+    return load_settings(plain_config(overrides))
+
+
+def changed(section: Any, **changes: Any) -> Any:
+    """A settings section with ``changes`` applied, validated again (a test's variant of a composed section)."""
+    return type(section).model_validate({**section.model_dump(exclude_unset=True), **changes})

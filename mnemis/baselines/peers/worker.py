@@ -15,6 +15,7 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     from mnemis.config import build
+    from mnemis.settings import PeersSettings
     from mnemis.types import Dataset, Question
 
     job = json.loads(Path(argv[0]).read_text())
@@ -28,7 +29,7 @@ def main(argv: list[str]) -> int:
         from mnemis.baselines.peers.graphiti_peer import run_graphiti as run
     else:
         from mnemis.baselines.peers.mem0_peer import run_mem0_oss as run
-    out = run(data, questions, job["peers"], job["base_url"], job["model"], embedder, reranker, Path(job["work"]))
+    out = run(data, questions, PeersSettings.model_validate(job["peers"]), job["base_url"], job["model"], embedder, reranker, Path(job["work"]))
     Path(argv[1]).write_text(json.dumps({"contexts": out.contexts, "stats": out.stats,
                                          "question_failures": out.question_failures}, default=str))
     return 0
