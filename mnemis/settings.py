@@ -193,7 +193,7 @@ class ContextSettings(Section):
 
 
 class RetrievalSettings(Section):
-    name: str | None = None
+    name: str | None
     k: int = Field(ge=1)
     system1: System1Settings
     system2: System2Settings
@@ -388,7 +388,7 @@ class RunSettings(Section):
     hub_offline: bool
     verbose: bool
     shard: str | None
-    scale: ScaleSettings = ScaleSettings()
+    scale: ScaleSettings
     cache_mode: Literal["readwrite", "replay_only", "off"]
     retry_failed: bool
     reply_budget: Literal["raise", "fit", "off"]
@@ -398,7 +398,7 @@ class RunSettings(Section):
     run_dir: str | None
     ablation: str | None
     fidelity: str
-    optimized_metric: str | None = None  # "<file>.json#<key path>" a job returns to an optimising sweeper
+    optimized_metric: str | None  # "<file>.json#<key path>" a job returns to an optimising sweeper
     answer: AnswerSettings
     judge: JudgeSettings
     retrieval: RetrievalSettings

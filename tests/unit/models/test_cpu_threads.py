@@ -144,15 +144,16 @@ def test_vllm_backend_off_cpu_sets_nothing(fake_vllm, monkeypatch, tmp_path):
 
 def test_peers_server_gets_the_llm_configs_binding(monkeypatch, tmp_path):
     from mnemis.baselines.peers import common
+    from tests.helpers.compose import peers_settings
 
     monkeypatch.setattr(cpu_threads, "running_on_cpu", lambda: True)
     monkeypatch.setattr(cpu_threads, "allowed_cpus", lambda: [0, 1])
     monkeypatch.delenv(BIND_ENV, raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    cmd, env = common.server_command({}, "/m", 8123)
+    cmd, env = common.server_command(peers_settings(), "/m", 8123)
     assert "vllm.entrypoints.openai.api_server" in cmd
     assert env[BIND_ENV] == "0-1" and env["OMP_NUM_THREADS"] == "1"
-    assert BIND_ENV not in common.server_command({"cpu_threads_bind": "auto"}, "/m", 1)[1]
+    assert BIND_ENV not in common.server_command(peers_settings(cpu_threads_bind="auto"), "/m", 1)[1]
 
     sent = []
 
