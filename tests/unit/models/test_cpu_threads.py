@@ -158,13 +158,13 @@ def test_peers_server_gets_the_llm_configs_binding(monkeypatch, tmp_path):
     sent = []
 
     def fake_command(peers, path, port):
-        sent.append(dict(peers))
+        sent.append(peers)
         raise RuntimeError("stop before starting anything")
 
     monkeypatch.setattr(common, "server_command", fake_command)
     for peers, backend, expected in [({}, {"cpu_threads_bind": "0"}, "0"), ({}, {}, None),
                                      ({"cpu_threads_bind": "1"}, {"cpu_threads_bind": "0"}, "1")]:
         llm = {"backend": {"model": str(tmp_path / "m"), **backend}}
-        with pytest.raises(RuntimeError, match="stop before"), common.local_endpoint(peers, llm):
+        with pytest.raises(RuntimeError, match="stop before"), common.local_endpoint(peers_settings(**peers), llm):
             pass
-        assert sent[-1].get("cpu_threads_bind") == expected
+        assert sent[-1].cpu_threads_bind == expected
