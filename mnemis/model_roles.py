@@ -18,9 +18,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mnemis.settings import JudgeSettings, PeersSettings, RunSettings
+from mnemis.settings import LLM_ROLE_KEYS, JudgeSettings, PeersSettings, RunSettings
 
-LLM_ROLE_KEYS = ("selector_llm", "answer_llm")  # LLM roles besides ``llm``: null falls back to ``llm``
 PEER_METHODS = ("graphiti", "mem0_oss")         # methods that talk to the peers' server
 BUILD, EVAL = "build", "eval"
 

@@ -7,10 +7,16 @@ stage receives its own typed section (:class:`AnswerSettings`, :class:`JudgeSett
 :func:`load_settings` reports **every** unknown or ill-typed key at once, each with its path
 (``retrieval.system2.entity_rond: unknown key``), the way torchtune's config validation does.
 
+The ``dataset`` and ``tracker`` sections are unions discriminated on their ``name`` (one record per dataset and
+tracker backend: its own keys, nothing else). This module is on the ground floor: it imports no stage.
+
 The values themselves live in one place: the YAML files under ``conf/``. The sections here have no defaults
-of their own (every key must come from the config), and the parts built from a ``_target_`` (models, the
-base-graph builder, the hierarchy) are checked against the signature of what they build without building it.
-:func:`instantiate` builds such a node from plain values (no Hydra below the edge).
+of their own (every key must come from the config), except the few records a library caller builds without a
+config (:class:`System2Config`, :class:`GradedSettings`, the Mem0 graph keys, :class:`ScaleSettings`), whose
+defaults equal the YAML (``tests/unit/test_code_defaults.py``), and the optional keys the YAML leaves out (their
+None is documented beside them). The parts built from a ``_target_`` (models, the base-graph builder, the
+hierarchy) are checked against the signature of what they build without building it. :func:`instantiate` builds
+such a node from plain values (no Hydra below the edge).
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 TARGET, PARTIAL = "_target_", "_partial_"
+# the model nodes of a run: ``llm`` (the build), the LLM roles that fall back to it when null, the embedder and
+# the reranker (the judges' nodes are under ``judge_llms``); mnemis.model_roles.ModelRoles lists their roles
+LLM_ROLE_KEYS = ("selector_llm", "answer_llm")
+MODEL_KEYS = ("llm", *LLM_ROLE_KEYS, "embedder", "reranker")
 
 
 class SettingsError(ValueError):
@@ -558,7 +568,7 @@ def load_settings(plain: Mapping[str, Any]) -> RunSettings:
         settings = RunSettings.model_validate(dict(plain))
     except ValidationError as exc:
         problems += _messages(exc)
-    for key in ("llm", "embedder", "reranker", "ingest", "hierarchy", "selector_llm", "answer_llm"):
+    for key in (*MODEL_KEYS, "ingest", "hierarchy"):
         problems += check_target(plain.get(key), key)
     for name, node in (plain.get("judge_llms") or {}).items():
         problems += check_target(node, f"judge_llms.{name}")
