@@ -23,7 +23,8 @@ activation of vLLM's profile run is estimated from its batch (``max_num_batched_
 layer's projections, plus the sampler's ``max_num_seqs x vocab`` float32 logits). ``experiments/bench/gpu_smoke.sh``
 measures the real figures on a lent GPU.
 
-Ground floor: reads the run's model roles (:class:`mnemis.model_roles.ModelRoles`) only (no Hydra, no torch, no vLLM).
+Ground floor: reads the run's model roles (:class:`mnemis.model_roles.ModelRoles`) only (no Hydra, no torch,
+no vLLM).
 """
 
 from __future__ import annotations

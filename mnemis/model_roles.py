@@ -1,8 +1,8 @@
 """Every model role of a run, listed once: who reads which config node, and in which stage it runs.
 
-The run's settings (:class:`mnemis.settings.RunSettings`) name its models in several keys: ``llm`` (the graph builder, and the
-hierarchy's categoriser, which uses the same engine), ``selector_llm`` (System-2 selection) and ``answer_llm``
-(both null = ``llm``), the judges (``judge.judges``, each naming a ``judge_llms`` slot or null = ``llm``),
+The run's settings (:class:`mnemis.settings.RunSettings`) name its models in several keys: ``llm`` (the graph
+builder, and the hierarchy's categoriser, which uses the same engine), ``selector_llm`` (System-2 selection) and
+``answer_llm`` (both null = ``llm``), the judges (``judge.judges``, each naming a ``judge_llms`` slot or null = ``llm``),
 ``embedder``, ``reranker``, and, when a peer library runs as a method, the vLLM server the harness starts on
 ``llm``'s weights (``peers``). :class:`ModelRoles` reads them once; the doctor, ``mnemis models list|fetch``,
 the model inventory, the GPU memory plan and the engine start (:class:`mnemis.components.Models`) all iterate

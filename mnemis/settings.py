@@ -169,7 +169,8 @@ class System2Config(BaseModel):
 
 
 class System2Settings(System2Config):
-    """System-2's section of the retrieval settings: every key of :class:`System2Config` required, plus ``enabled``."""
+    """System-2's section of the retrieval settings: every key of :class:`System2Config` required, plus
+    ``enabled``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -2,8 +2,9 @@
 
 ``run_command`` receives the composed config once. Models are built once per process (a multirun
 sweep reuses the engine between jobs) and handed to the stages as objects; everything else gets its typed
-section of the run's settings (:class:`mnemis.settings.RunSettings`). A built memory is addressed by a hash of the build-relevant config, so ``eval`` and sweeps
-over retrieval settings reuse it and make no extraction calls.
+section of the run's settings (:class:`mnemis.settings.RunSettings`). A built memory is addressed by a hash
+of the build-relevant config, so ``eval`` and sweeps over retrieval settings reuse it and make no extraction
+calls.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The retrieval stage as one call: System-1, System-2, fusion and rendering for a batch of questions.
 
-``run_retrieval(store, questions, cfg, ...)`` takes the ``retrieval`` settings (:class:`mnemis.settings.
-RetrievalSettings`, from ``conf/retrieval/mnemis.yaml``: ``k``, ``system1``, ``system2``, ``fusion``, ``context``) and the
+``run_retrieval(store, questions, cfg, ...)`` takes the ``retrieval`` settings
+(:class:`mnemis.settings.RetrievalSettings`, from ``conf/retrieval/mnemis.yaml``: ``k``, ``system1``, ``system2``,
+``fusion``, ``context``) and the
 already-built models, runs every stage once over the whole batch (System-1: one ``search``; System-2:
 one ``generate`` per round; fusion: one reranker call; rendering: one store pass per group) and returns
 everything a run writes: fused contexts, rendered texts, per-route contexts and traversal logs.
