@@ -215,10 +215,12 @@ def measure(store, questions, overrides: list[str], policy: str) -> dict[str, An
     from mnemis.models.llm.client import LLM
     from mnemis.models.llm.scripted import ScriptedBackend
     from mnemis.retrieve.pipeline import run_retrieval
+    from mnemis.settings import load_settings
 
+    plain = to_plain(compose(overrides))["retrieval"]  # the settings as composed, for the JSON
     retrieval = load_settings(to_plain(compose(overrides))).retrieval
-    retrieval = retrieval.model_copy(update={"context": retrieval.context.model_copy(update={"max_tokens": None})})
-    # (count, do not cap)
+    uncapped = retrieval.context.model_copy(update={"max_tokens": None})  # count, do not cap
+    retrieval = retrieval.model_copy(update={"context": uncapped})
     llm = LLM(ScriptedBackend(responder(policy), model_id=f"scripted-{policy}"), max_retries=0)
     rr = CountingReranker()
     t0 = time.perf_counter()
@@ -237,10 +239,10 @@ def measure(store, questions, overrides: list[str], policy: str) -> dict[str, An
         "s2_fallbacks": sum(r.fallback for r in s2),
         "select_calls_per_query": round(sum(r.traversal.calls for r in s2) / max(len(s2), 1), 2),
         "wall_s": round(secs, 1),
-        "settings": {k: retrieval["system2"].get(k) for k in (
+        "settings": {k: plain["system2"].get(k) for k in (
             "entity_round", "max_candidates_per_prompt", "max_facts_per_entity", "max_episodes_per_entity",
             "max_neighbours_per_entity", "max_items_per_type")} | {
-            k: retrieval["system1"].get(k) for k in ("rrf_k", "weights", "recipe", "query_normalize")},
+            k: plain["system1"].get(k) for k in ("rrf_k", "weights", "recipe", "query_normalize")},
     }
 
 
