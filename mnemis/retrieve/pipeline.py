@@ -11,8 +11,7 @@ fused contexts, rendered texts, per-route contexts and traversal logs (the run d
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
