@@ -15,6 +15,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 # Config sections whose values change what a build produces.
 BUILD_KEYS = ("dataset", "llm", "embedder", "ingest", "hierarchy")
 # Bump when the extraction / hierarchy logic changes what a build writes (prompts are hashed on their own).
@@ -43,18 +45,29 @@ def config_hash(plain: Mapping[str, Any], keys: Sequence[str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def build_view(plain: Mapping[str, Any], keys: Sequence[str] = BUILD_KEYS, *, prompts: str = "build") -> dict[str, Any]:
-    """What addresses a built memory: the build sections present in ``plain`` (without file locations or engine
-    resources), the prompt fingerprints of ``prompts`` ("build" or "mem0") and the build code version."""
+def values(settings: BaseModel | Mapping[str, Any]) -> Mapping[str, Any]:
+    """The values an address hashes: a settings record's as the config gave them (the keys it left out stay
+    out, so a key added to a record with a default does not move any address), a mapping as it is."""
+    if isinstance(settings, BaseModel):
+        return settings.model_dump(mode="json", exclude_unset=True)
+    return settings
+
+
+def build_view(settings: BaseModel | Mapping[str, Any], keys: Sequence[str] = BUILD_KEYS, *,
+               prompts: str = "build") -> dict[str, Any]:
+    """What addresses a built memory: the build sections present in ``settings`` (without file locations or
+    engine resources), the prompt fingerprints of ``prompts`` ("build" or "mem0") and the build code version."""
     from mnemis.prompts.fingerprint import build_prompt_fingerprints, mem0_prompt_fingerprints
 
+    plain = values(settings)
     view = {k: drop_fields(plain.get(k), NOT_BUILD_FIELDS) for k in keys if k in plain}
     view["prompts"] = build_prompt_fingerprints() if prompts == "build" else mem0_prompt_fingerprints()
     view["build_code_version"] = BUILD_CODE_VERSION
     return view
 
 
-def memory_address(plain: Mapping[str, Any], keys: Sequence[str] = BUILD_KEYS) -> str:
-    """The address of the memory ``plain`` (a config or settings as plain values) builds."""
-    view = build_view(plain, keys)
+def memory_address(settings: BaseModel | Mapping[str, Any], keys: Sequence[str] = BUILD_KEYS) -> str:
+    """The address of the memory ``settings`` (the run's or a memory's settings, or a config as plain values)
+    builds."""
+    view = build_view(settings, keys)
     return config_hash(view, sorted(view))

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.model_roles import ModelRoles, node_key
-from mnemis.roles import judge_specs
-from mnemis.settings import instantiate
+from mnemis.settings import ModelSettings, instantiate
 
 log = logging.getLogger(__name__)
 
@@ -29,18 +28,19 @@ class Models:
     config share one engine (e.g. a judge slot set to ``${llm}``).
 
     Args:
-        plain: the model nodes as plain values (``llm``, ``embedder``, ``reranker``, ``selector_llm``,
-            ``answer_llm``, ``judge_llms``, with ``paths`` and ``rerank_cache``; the run's settings or any mapping
-            holding them): each is built with :func:`mnemis.settings.instantiate`, no config framework needed.
+        settings: the model nodes (``llm``, ``embedder``, ``reranker``, ``selector_llm``, ``answer_llm``,
+            ``judge_llms``) with ``paths``, ``rerank_cache`` and ``cache_mode`` (:meth:`RunSettings.models`,
+            :meth:`MemorySettings.models`): each node is built with :func:`mnemis.settings.instantiate`, no config
+            framework needed.
     """
 
-    def __init__(self, plain: Mapping[str, Any]) -> None:
-        self.plain = dict(plain)
+    def __init__(self, settings: ModelSettings) -> None:
+        self.settings = settings
         self._llms: list[Any] = []
 
     def _get(self, key: str, node: Any = None, ident_key: str | None = None, **kwargs: Any) -> Any:
         if node is None:
-            node = self.plain.get(key)
+            node = getattr(self.settings, key)
         if node is None:
             raise ValueError(f"config has no `{key}` node; choose one, e.g. {key}=...")
         ident = (ident_key or key) + ":" + node_key(node)
@@ -54,7 +54,7 @@ class Models:
         return _MODELS[ident]
 
     def _llm_role(self, key: str, node: Any) -> Any:
-        if self.plain.get("cache_mode") == "replay_only":
+        if self.settings.cache_mode == "replay_only":
             node = lazy_backend(node)
         ident = "llm:" + json.dumps(node, sort_keys=True, default=str)
         if ident not in _MODELS and isinstance(node, Mapping) and isinstance(node.get("backend"), Mapping):
@@ -68,13 +68,14 @@ class Models:
 
     @property
     def llm(self) -> Any:
-        return self._llm_role("llm", self.plain.get("llm"))
+        return self._llm_role("llm", self.settings.llm)
 
     def role(self, key: str) -> Any:
         """The LLM of a role in ``mnemis.roles.ROLE_KEYS`` (its own config, or ``llm`` when null)."""
-        if self.plain.get(key) is None:
+        node = getattr(self.settings, key)
+        if node is None:
             return self.llm
-        return self._llm_role(key, self.plain.get(key))
+        return self._llm_role(key, node)
 
     @property
     def selector_llm(self) -> Any:
@@ -88,10 +89,10 @@ class Models:
     def embedder(self) -> Any:
         """The configured embedder behind an on-disk vector cache (``<cache_dir>/embed``; none when
         ``cache_mode=off``): vectors are computed once and a replay from a run's archive computes none."""
-        if self.plain.get("cache_mode", "off") == "off" or not (self.plain.get("paths") or {}).get("cache_dir"):
+        if self.settings.cache_mode == "off" or not self.settings.paths.cache_dir:
             return self._get("embedder")
-        node = self.plain.get("embedder")
-        cache = Path(self.plain["paths"]["cache_dir"]) / "embed"
+        node = self.settings.embedder
+        cache = Path(self.settings.paths.cache_dir) / "embed"
         key = "embed_cache:" + json.dumps([node, str(cache)], sort_keys=True, default=str)
         if key not in _MODELS:
             from mnemis.models.embed_cache import CachedEmbedder
@@ -103,8 +104,8 @@ class Models:
     def reranker(self) -> Any:
         """The configured reranker behind a deduplicating score cache (``rerank_cache: false`` = dedup only), one
         per cache dir, built only when a score is missing from the cache."""
-        cache = Path(self.plain["paths"]["cache_dir"]) / "rerank" if self.plain["rerank_cache"] else None
-        key = "rerank_cache:" + json.dumps([self.plain.get("reranker"), str(cache) if cache else None],
+        cache = Path(self.settings.paths.cache_dir) / "rerank" if self.settings.rerank_cache else None
+        key = "rerank_cache:" + json.dumps([self.settings.reranker, str(cache) if cache else None],
                                            sort_keys=True, default=str)
         if key not in _MODELS:  # one score cache per cache dir (a shard's own), one model behind them all
             from mnemis.models.rerank_cache import CachedReranker
@@ -112,21 +113,22 @@ class Models:
             def build() -> Any:
                 return self._get("reranker", embedder=self.embedder)
 
-            if self.plain["rerank_cache"]:
-                _MODELS[key] = CachedReranker.for_node(self.plain.get("reranker"), build, cache)
+            if self.settings.rerank_cache:
+                _MODELS[key] = CachedReranker.for_node(self.settings.reranker, build, cache)
             else:
                 _MODELS[key] = CachedReranker(build(), None)
         return _MODELS[key]
 
-    def release_unused(self, stage: str) -> list[str]:
-        """Shut down the LLM engines no role of ``stage`` uses (:meth:`ModelRoles.used_in`), e.g. the build's
+    def release_unused(self, roles: ModelRoles, stage: str) -> list[str]:
+        """Shut down the LLM engines no role of ``stage`` uses (``roles``: the run's,
+        :meth:`ModelRoles.used_in`), e.g. the build's
         model when the evaluation answers and judges with other models: the next engines then start with that
         memory free, as vLLM's start-up check and the GPU plan (:mod:`mnemis.gpu_plan`) expect. Their ledgers
         stay counted. Returns the released configs' model names."""
         import gc
         import sys
 
-        used = ModelRoles.from_plain(self.plain).used_in(stage)
+        used = roles.used_in(stage)
         released = []
         for ident in [k for k in _MODELS if k.startswith("llm:") and k[len("llm:"):] not in used]:
             obj = _MODELS.pop(ident)
@@ -142,21 +144,22 @@ class Models:
             log.info("released the %s engine(s) no %s role uses: %s", len(released), stage, ", ".join(released))
         return released
 
-    def judges(self, specs: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """``{name: Judge}`` for ``judge_specs`` (run ``check_roles`` first for friendly errors)."""
+    def judges(self, specs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """``{name: Judge}`` for ``specs`` (:func:`mnemis.roles.judge_specs` of the judge settings; run
+        ``check_roles`` first for friendly errors)."""
         from mnemis.eval.judge import Judge
 
         out = {}
-        for spec in judge_specs(self.plain) if specs is None else specs:
+        for spec in specs:
             slot = spec["llm"]
             if slot is None:
                 llm = self.llm
             else:
-                node = (self.plain.get("judge_llms") or {}).get(slot)
+                node = self.settings.judge_llms.get(slot)
                 if node is None:
                     raise ValueError(f"judge {spec['name']!r}: judge_llms.{slot} is empty")
                 llm = self._llm_role(f"judge_llms.{slot}", node)
-            out[spec["name"]] = Judge(llm, spec["criterion"], spec.get("lme_format", "reasoned"))
+            out[spec["name"]] = Judge(llm, spec["criterion"], spec["lme_format"])
         return out
 
     def ledger(self) -> Any:
@@ -170,7 +173,7 @@ class Models:
 
     def built(self, key: str) -> bool:
         """Whether the model of this config node exists already (used to skip work without building it)."""
-        return key + ":" + json.dumps(self.plain.get(key), sort_keys=True, default=str) in _MODELS
+        return key + ":" + json.dumps(getattr(self.settings, key), sort_keys=True, default=str) in _MODELS
 
     def reset_ledgers(self) -> None:
         """Zero the token ledgers (and reranker cache counts) of models kept from an earlier job (multirun)."""

@@ -1,6 +1,7 @@
 """Config helpers: the single Hydra ``instantiate`` funnel and config hashing for artifact reuse.
 
-Only this module and ``mnemis.app.cli`` import hydra/omegaconf; everything else gets plain values.
+Only this module and ``mnemis.app.cli`` import hydra/omegaconf; the edge reads the composed config once into typed
+settings (:func:`mnemis.settings.load_settings`) and everything below gets its section.
 """
 
 from __future__ import annotations

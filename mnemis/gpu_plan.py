@@ -23,14 +23,15 @@ activation of vLLM's profile run is estimated from its batch (``max_num_batched_
 layer's projections, plus the sampler's ``max_num_seqs x vocab`` float32 logits). ``experiments/bench/gpu_smoke.sh``
 measures the real figures on a lent GPU.
 
-Ground floor: reads plain config values only (no Hydra, no torch, no vLLM).
+Ground floor: reads the run's model roles (:class:`mnemis.model_roles.ModelRoles`) only (no Hydra, no torch,
+no vLLM).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,10 +203,10 @@ def engine_of(names: Sequence[str], role: Role, params_of: Callable[[str], int |
                   on_gpu=on_gpu and bool(model))
 
 
-def engines_of(plain: Mapping[str, Any], params_of: Callable[[str], int | None] | None = None) -> list[Engine]:
-    """One :class:`Engine` per distinct model of the config's roles (:class:`ModelRoles`)."""
+def engines_of(roles: ModelRoles, params_of: Callable[[str], int | None] | None = None) -> list[Engine]:
+    """One :class:`Engine` per distinct model of a run's roles (:meth:`ModelRoles.of` its settings)."""
     params_of = params_of or (lambda model: None)
-    return [engine_of(names, role, params_of) for names, role in ModelRoles.from_plain(plain).engines()]
+    return [engine_of(names, role, params_of) for names, role in roles.engines()]
 
 
 # ------------------------------------------------------------------------------------------ sizes
@@ -457,7 +458,7 @@ def suggest(p: Plan) -> str:
     return "fits with " + " ".join(sets)
 
 
-def plan_config(plain: Mapping[str, Any], card: Card, count: int = 1,
+def plan_config(roles: ModelRoles, card: Card, count: int = 1,
                 params_of: Callable[[str], int | None] | None = None) -> Plan:
-    """The plan of a composed config (plain values) on ``count`` x ``card``."""
-    return plan(engines_of(plain, params_of), card, count)
+    """The plan of a run's model roles on ``count`` x ``card``."""
+    return plan(engines_of(roles, params_of), card, count)

@@ -57,13 +57,12 @@ OPEN = "memory.open"  # progress stage: groups whose last ``add`` has not finish
 _CONFIG = object()  # "take it from the config"
 
 
-def default_path(settings: MemorySettings | RunSettings | Mapping[str, Any]) -> Path:
+def default_path(settings: MemorySettings | RunSettings) -> Path:
     """``<paths.artifacts_dir>/memory/<address>/<store.filename>``: the address is the CLI's
     (:func:`mnemis.address.memory_address`: the build sections, the build prompts and the code version) without
     a dataset, since a library memory's messages come from its caller."""
-    plain = settings.model_dump(mode="json") if isinstance(settings, (MemorySettings, RunSettings)) else settings
-    return Path(plain["paths"]["artifacts_dir"]) / "memory" / memory_address(plain, MEMORY_KEYS) / \
-        plain["store"]["filename"]
+    return Path(settings.paths.artifacts_dir) / "memory" / memory_address(settings, MEMORY_KEYS) / \
+        settings.store.filename
 
 
 def memory_settings(config: Any) -> MemorySettings:
@@ -116,7 +115,7 @@ class Memory:
         st = self.settings.store
         self.time_zone = zone(st.time_zone if time_zone is _CONFIG else time_zone)
         timeout = st.lock_timeout_s if lock_timeout is _CONFIG else lock_timeout
-        self.models = models or Models(self.settings.model_dump(mode="json"))
+        self.models = models or Models(self.settings.models())
         self._owns_store = store is None
         self.path = Path(store.path) if store is not None else Path(path) if path is not None else \
             default_path(self.settings)

@@ -1,8 +1,8 @@
 """Every model role of a run, listed once: who reads which config node, and in which stage it runs.
 
-A composed config (plain values) names its models in several keys: ``llm`` (the graph builder, and the
-hierarchy's categoriser, which uses the same engine), ``selector_llm`` (System-2 selection) and ``answer_llm``
-(both null = ``llm``), the judges (``judge.judges``, each naming a ``judge_llms`` slot or null = ``llm``),
+The run's settings (:class:`mnemis.settings.RunSettings`) name its models in several keys: ``llm`` (the graph
+builder, and the hierarchy's categoriser, which uses the same engine), ``selector_llm`` (System-2 selection) and
+``answer_llm`` (both null = ``llm``), the judges (``judge.judges``, each naming a ``judge_llms`` slot or null = ``llm``),
 ``embedder``, ``reranker``, and, when a peer library runs as a method, the vLLM server the harness starts on
 ``llm``'s weights (``peers``). :class:`ModelRoles` reads them once; the doctor, ``mnemis models list|fetch``,
 the model inventory, the GPU memory plan and the engine start (:class:`mnemis.components.Models`) all iterate
@@ -18,22 +18,21 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-LLM_ROLE_KEYS = ("selector_llm", "answer_llm")  # LLM roles besides ``llm``: null falls back to ``llm``
+from mnemis.settings import LLM_ROLE_KEYS, JudgeSettings, PeersSettings, RunSettings
+
 PEER_METHODS = ("graphiti", "mem0_oss")         # methods that talk to the peers' server
 BUILD, EVAL = "build", "eval"
 
 
-def judge_slots(plain: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+def judge_slots(judge: JudgeSettings) -> list[tuple[str, str | None]]:
     """``(name, judge_llms slot or None = llm)`` of every entry of ``judge.judges`` (``main`` and a null ``llm``
-    mean the run's ``llm``); an entry that is neither a name nor a mapping with a name is an error naming it."""
-    out = []
-    for i, entry in enumerate((plain.get("judge") or {}).get("judges") or ["main"]):
+    mean the run's ``llm``; no entry: ``main``)."""
+    out: list[tuple[str, str | None]] = []
+    for entry in judge.judges or ["main"]:
         if isinstance(entry, str):
             out.append((entry, None if entry == "main" else entry))
-        elif isinstance(entry, Mapping) and entry.get("name"):
-            out.append((str(entry["name"]), entry.get("llm")))
         else:
-            raise SystemExit(f"judge.judges[{i}]={entry!r}: give a name, or {{name, llm, criterion}}")
+            out.append((entry.name, entry.llm))
     return out
 
 
@@ -56,14 +55,14 @@ class Role:
 
 @dataclass(frozen=True)
 class ModelRoles:
-    """The model roles of one composed config (plain values), in a fixed order."""
+    """The model roles of one run's settings, in a fixed order."""
 
     roles: tuple[Role, ...] = field(default_factory=tuple)
 
     @classmethod
-    def from_plain(cls, plain: Mapping[str, Any]) -> ModelRoles:
-        methods = list(plain.get("methods") or ["mnemis"])
-        llm = plain.get("llm") or None
+    def of(cls, settings: RunSettings) -> ModelRoles:
+        methods = list(settings.methods or ["mnemis"])
+        llm = settings.llm or None
         out: list[Role] = []
 
         def add(name: str, key: str, node: Any, stages: tuple[str, ...], kind: str) -> None:
@@ -76,20 +75,19 @@ class ModelRoles:
         add("llm", "llm", llm, llm_stages, "llm")
         add("categoriser", "llm", llm, (BUILD,) if graph else (), "llm")
         for key in LLM_ROLE_KEYS:
-            own = plain.get(key)
+            own = getattr(settings, key)
             if key == "selector_llm" and not graph:
                 continue
             add(key, key if own else "llm", own or llm, (EVAL,), "llm")
-        for name, slot in judge_slots(plain):
-            node = llm if slot is None else (plain.get("judge_llms") or {}).get(slot)
+        for name, slot in judge_slots(settings.judge):
+            node = llm if slot is None else settings.judge_llms.get(slot)
             add(f"judge:{name}", "llm" if slot is None else f"judge_llms.{slot}", node, (EVAL,), "llm")
         needs_vectors = graph or "rag" in methods or bool({"mem0", "mem0g"} & set(methods))
-        add("embedder", "embedder", plain.get("embedder"), (BUILD, EVAL) if needs_vectors else (), "embedder")
-        add("reranker", "reranker", plain.get("reranker"),
+        add("embedder", "embedder", settings.embedder, (BUILD, EVAL) if needs_vectors else (), "embedder")
+        add("reranker", "reranker", settings.reranker,
             (EVAL,) if graph or "graphiti" in methods else (), "reranker")
-        peers = plain.get("peers") or {}
-        if set(PEER_METHODS) & set(methods) and not peers.get("base_url") and llm:
-            add("peers_server", "peers", peers_server_node(peers, llm), (EVAL,), "server")
+        if set(PEER_METHODS) & set(methods) and not settings.peers.base_url and llm:
+            add("peers_server", "peers", peers_server_node(settings.peers, llm), (EVAL,), "server")
         return cls(tuple(out))
 
     def __iter__(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -118,13 +116,12 @@ class ModelRoles:
         return {node_key(r.node) for r in self.roles if r.kind == "llm" and stage in r.stages}
 
 
-def peers_server_node(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> dict[str, Any]:
+def peers_server_node(peers: PeersSettings, llm: Mapping[str, Any]) -> dict[str, Any]:
     """The vLLM OpenAI server the peers' harness starts on ``llm``'s weights, as a vLLM backend node (the
     server's own settings come from ``peers``: :func:`mnemis.models.llm.local_server.server_command`)."""
     backend = llm.get("backend") or {}
     return {"backend": {
         "_target_": "vllm.entrypoints.openai.api_server", "model": backend.get("model"),
-        "revision": backend.get("revision"), "dtype": peers.get("dtype", "auto"),
-        "gpu_memory_utilization": peers.get("gpu_memory_utilization", 0.3),
-        "max_model_len": peers.get("max_model_len", 4096), "enforce_eager": True,
-        "kv_cache_memory_bytes": peers.get("kv_cache_memory_bytes")}}
+        "revision": backend.get("revision"), "dtype": peers.dtype or "auto",
+        "gpu_memory_utilization": peers.gpu_memory_utilization, "max_model_len": peers.max_model_len,
+        "enforce_eager": True, "kv_cache_memory_bytes": peers.kv_cache_memory_bytes}}

@@ -15,6 +15,7 @@ from typing import Any
 
 from mnemis.address import drop_fields
 from mnemis.model_roles import LLM_ROLE_KEYS, judge_slots
+from mnemis.settings import AnswerSettings, JudgeSettings, RunSettings
 
 log = logging.getLogger(__name__)
 NOT_MODEL_FIELDS = frozenset({"cache_dir", "cache_mode"})  # where replies are cached, not which model
@@ -29,7 +30,7 @@ class RoleError(ValueError):
     """A model role, judge or seed list of the config that cannot work; the message names the key to set."""
 
 
-def judge_specs(plain: dict[str, Any]) -> list[dict[str, Any]]:
+def judge_specs(judge: JudgeSettings) -> list[dict[str, Any]]:
     """``judge.judges`` as ``[{name, llm, criterion}]``, headline first.
 
     An entry is a mapping (``llm``: a ``judge_llms`` name, null = the run's ``llm``; ``criterion``: the
@@ -37,12 +38,11 @@ def judge_specs(plain: dict[str, Any]) -> list[dict[str, Any]]:
     """
     from mnemis.eval.judge import DEFAULT_CRITERION
 
-    entries = (plain.get("judge") or {}).get("judges") or ["main"]
-    lme_format = (plain.get("judge") or {}).get("longmemeval_format") or "reasoned"
+    entries = judge.judges or ["main"]
     return [{"name": name, "llm": slot,
-             "criterion": (entry.get("criterion") if isinstance(entry, dict) else None) or DEFAULT_CRITERION,
-             "lme_format": lme_format}
-            for (name, slot), entry in zip(judge_slots(plain), entries)]
+             "criterion": (None if isinstance(entry, str) else entry.criterion) or DEFAULT_CRITERION,
+             "lme_format": judge.longmemeval_format}
+            for (name, slot), entry in zip(judge_slots(judge), entries)]
 
 
 def backend_class(node: Any) -> Any:
@@ -59,21 +59,21 @@ def backend_class(node: Any) -> Any:
         return None
 
 
-def check_roles(plain: dict[str, Any]) -> None:
+def check_roles(settings: RunSettings) -> None:
     """Fail before any model loads when a role cannot be filled: an unknown answer prompt or judge
     criterion, a duplicate judge name, or a judge whose model slot ``judge_llms.<name>`` is empty.
     Every message names the config key to set."""
     from mnemis.prompts.answer import answer_prompt_for
     from mnemis.prompts.judge_locomo import LOCOMO_CRITERIA
 
-    for method in plain.get("methods") or []:
+    for method in settings.methods:
         try:
-            answer_prompt_for(plain.get("answer"), method)
+            answer_prompt_for(settings.answer, method)
         except ValueError as exc:
             raise RoleError(str(exc)) from None
-    slots = plain.get("judge_llms") or {}
+    slots = settings.judge_llms
     seen: set[str] = set()
-    for i, spec in enumerate(judge_specs(plain)):
+    for i, spec in enumerate(judge_specs(settings.judge)):
         where = f"judge.judges[{i}] ({spec['name']})"
         if spec["name"] in seen:
             raise RoleError(f"{where}: duplicate judge name")
@@ -82,7 +82,7 @@ def check_roles(plain: dict[str, Any]) -> None:
             raise RoleError(f"{where}: criterion={spec['criterion']!r}; choose one of {sorted(LOCOMO_CRITERIA)}")
         slot = spec["llm"]
         if spec["lme_format"] == "yes_no":
-            node = plain.get("llm") if slot is None else slots.get(slot)
+            node = settings.llm if slot is None else slots.get(slot)
             cls = backend_class(node)
             if cls is not None and not getattr(cls, "plain_text", True):
                 key = "llm" if slot is None else f"judge_llms.{slot}"
@@ -91,7 +91,7 @@ def check_roles(plain: dict[str, Any]) -> None:
                     f"{cls.__name__}, which only writes schema instances. Set {key} to a real model, or "
                     "judge.longmemeval_format=reasoned")
         if slot is not None and slots.get(slot) is None:
-            paper = " The paper judged every row with GPT-4.1-mini." if plain.get("fidelity") == "paper" else ""
+            paper = " The paper judged every row with GPT-4.1-mini." if settings.fidelity == "paper" else ""
             raise RoleError(
                 f"{where} is judged by judge_llms.{slot}, which is empty.{paper} Set it to an LLM config, e.g. "
                 f"`+llm@judge_llms.{slot}=openai_compat judge_llms.{slot}.backend.model=gpt-4.1-mini "
@@ -113,29 +113,29 @@ def _same_model(a: Any, b: Any) -> bool:
     return a is not None and b is not None and drop_fields(a, NOT_MODEL_FIELDS) == drop_fields(b, NOT_MODEL_FIELDS)
 
 
-def roles_summary(plain: dict[str, Any]) -> dict[str, Any]:
+def roles_summary(settings: RunSettings) -> dict[str, Any]:
     """Which model plays which role (``roles.json``); ``self_judged`` marks a judge that is the model
     under test (the same model as the answerer or the build llm)."""
-    build = plain.get("llm")
+    build = settings.llm
     roles = {"llm": describe_llm(build)}
     for key in ROLE_KEYS:
-        roles[key] = describe_llm(plain.get(key) or build) + ("" if plain.get(key) else " (= llm)")
-    answer = plain.get("answer_llm") or build
+        own = getattr(settings, key)
+        roles[key] = describe_llm(own or build) + ("" if own else " (= llm)")
+    answer = settings.answer_llm or build
     judges = []
-    for spec in judge_specs(plain):
-        node = build if spec["llm"] is None else (plain.get("judge_llms") or {}).get(spec["llm"])
+    for spec in judge_specs(settings.judge):
+        node = build if spec["llm"] is None else settings.judge_llms.get(spec["llm"])
         judges.append({**spec, "model": describe_llm(node),
                        "slot": "llm" if spec["llm"] is None else f"judge_llms.{spec['llm']}",
                        "self_judged": _same_model(node, answer) or _same_model(node, build)})
     return {"roles": roles, "judges": judges, "headline_judge": judges[0]["name"] if judges else None,
-            "fidelity": plain.get("fidelity")}
+            "fidelity": settings.fidelity}
 
 
-def run_seeds(plain: dict[str, Any]) -> list[int]:
+def run_seeds(seed: int, seeds: Any, answer: AnswerSettings) -> list[int]:
     """``seeds`` (answer + judge once per seed; metrics give mean ± std), else ``[seed]``."""
-    seeds = plain.get("seeds")
     if seeds is None:
-        return [int(plain.get("seed", 0))]
+        return [int(seed)]
     if isinstance(seeds, (int, str)) or not seeds:
         raise RoleError(f"seeds={seeds!r}: give a non-empty list such as seeds=[0,1,2]")
     try:
@@ -144,7 +144,7 @@ def run_seeds(plain: dict[str, Any]) -> list[int]:
         raise RoleError(f"seeds={seeds!r}: seeds must be integers") from None
     if len(set(out)) != len(out):
         raise RoleError(f"seeds={seeds!r}: repeated seed")
-    temperature = float((plain.get("answer") or {}).get("temperature") or 0.0)
+    temperature = answer.temperature
     if len(out) > 1 and temperature == 0.0:
         log.warning("seeds=%s with answer.temperature=0: greedy answers do not depend on the seed, so the "
                     "spread over seeds measures nothing; set answer.temperature > 0", out)

@@ -157,10 +157,10 @@ def answer_requests(plain: dict[str, Any], episodes: list, questions: list, toke
     from mnemis.models.llm.base import LLMRequest, Sampling
     from mnemis.prompts.answer import answer_prompt_for
     from mnemis.render import render_episodes
+    from mnemis.settings import AnswerSettings
 
-    answer = plain["answer"]
-    sampling = Sampling(temperature=float(answer.get("temperature", 0.0)), max_tokens=int(answer["max_tokens"]),
-                        seed=0)
+    answer = AnswerSettings.model_validate(plain["answer"])
+    sampling = Sampling(temperature=answer.temperature, max_tokens=answer.max_tokens, seed=0)
     max_len = int(plain["llm"]["backend"].get("max_model_len") or 8192)
     full = full_context(episodes, questions, max_model_len=max_len, count_tokens=token_counter(tokenizer=tokenizer))
 
@@ -185,8 +185,9 @@ def request_set(plain: dict[str, Any], tokenizer: Any, size: str = "full") -> di
     """Every stage's requests (fixed: the same on every call) at ``size`` (:data:`SIZES`)."""
     sized = SIZES[size]
     from mnemis.app.jobs import load_configured_dataset
+    from mnemis.settings import load_settings
 
-    data = load_configured_dataset(plain)
+    data = load_configured_dataset(load_settings(plain))
     episodes = sorted(data.episodes, key=lambda e: (e.group_id, e.position))
     questions = list(data.questions)[::sized["question_stride"]]
     out = extraction_requests(plain, episodes, sized)

@@ -46,16 +46,17 @@ def cases() -> list[tuple[str, tuple[str, ...], str]]:
 
 def plans() -> list[dict]:
     from mnemis.config import compose_for_checks
-    from mnemis.gpu_plan import CARDS, plan_config
+    from mnemis.gpu_plan import CARDS, engines_of, plan_config
+    from mnemis.model_roles import ModelRoles
+    from mnemis.settings import load_settings
 
     rows = []
     for experiment, extra, why in cases():
         plain, _ = compose_for_checks([f"experiment={experiment}", *extra])
-        from mnemis.gpu_plan import engines_of
-
-        count = max([e.tp for e in engines_of(plain) if e.runtime == "vllm"] or [1])
+        roles = ModelRoles.of(load_settings(plain))
+        count = max([e.tp for e in engines_of(roles) if e.runtime == "vllm"] or [1])
         for card in CARDS.values():
-            p = plan_config(plain, card, count)
+            p = plan_config(roles, card, count)
             rows.append({"experiment": experiment, "overrides": list(extra), "why": why, **p.to_dict(),
                          "summary": p.summary()})
     return rows

@@ -66,10 +66,10 @@ def _episodes():
     turn length."""
     try:
         from mnemis.data.load import load_dataset
-        from mnemis.data.sources import DataDirs
+        from mnemis.settings import LocomoSettings, SliceSettings
 
-        data = load_dataset("locomo", None, download=False, groups=["conv-26"], sessions=[1, 2],
-                            data_dirs=DataDirs.from_paths(None))
+        data = load_dataset(LocomoSettings(name="locomo", path=None, download=False, slice=SliceSettings(
+            groups=["conv-26"], max_groups=None, sessions=[1, 2], max_questions=None, categories=None)))
         return "locomo conv-26 sessions 1-2", list(data.episodes), list(data.questions)
     except Exception:  # noqa: BLE001 - no LoCoMo on this machine
         from mnemis.types import Episode, Question

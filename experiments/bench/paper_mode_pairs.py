@@ -144,13 +144,13 @@ class CountingReranker:
         return np.zeros(len(documents), dtype=np.float32)
 
 
-def union_sizes(store, questions, out, fusion: dict[str, Any]) -> tuple[list[int], list[int]]:
+def union_sizes(store, questions, out, fusion: Any) -> tuple[list[int], list[int]]:
     """Per question: the items the fuser sends to the reranker (the union of the routes, uncut) and their
     reranker-text tokens. Computed with the same ``Fuser`` in ``rrf`` mode and an unbounded budget."""
     from mnemis.retrieve.context import approx_tokens, fetch_items, format_item
     from mnemis.retrieve.fuse import FIELDS, Fuser
 
-    fz = Fuser(store, None, k=10**9, mode=fusion.get("mode", "both"), scorer="rrf")
+    fz = Fuser(store, None, k=10**9, mode=fusion.mode, scorer="rrf")  # fusion: the retrieval settings' section
     unions = fz.fuse(questions, out.system1, out.system2)
     items = fetch_items(store, unions)
     pairs, tokens = [], []
@@ -176,6 +176,7 @@ def build(overrides: list[str], workdir: Path) -> tuple[Any, list[Any], dict[str
     from mnemis.app.jobs import load_configured_dataset
     from mnemis.config import compose, to_plain
     from mnemis.hierarchy import organize
+    from mnemis.settings import load_settings
     from mnemis.ingest.pipeline import BaseGraphBuilder
     from mnemis.models.embed import HashingEmbedder
     from mnemis.models.llm.client import LLM
@@ -183,7 +184,7 @@ def build(overrides: list[str], workdir: Path) -> tuple[Any, list[Any], dict[str
     from mnemis.store.sqlite import GraphStore
 
     plain = to_plain(compose(overrides))
-    data = load_configured_dataset(plain)
+    data = load_configured_dataset(load_settings(plain))
     llm = LLM(ScriptedBackend(responder("shortcut_top"), model_id="scripted-bench"), max_retries=1)
     emb = HashingEmbedder(64)
     store = GraphStore(workdir / "memory.sqlite")
@@ -214,15 +215,18 @@ def measure(store, questions, overrides: list[str], policy: str) -> dict[str, An
     from mnemis.models.llm.client import LLM
     from mnemis.models.llm.scripted import ScriptedBackend
     from mnemis.retrieve.pipeline import run_retrieval
+    from mnemis.settings import load_settings
 
-    retrieval = to_plain(compose(overrides))["retrieval"]
-    retrieval["context"] = {**retrieval.get("context", {}), "max_tokens": None}  # count, do not cap
+    plain = to_plain(compose(overrides))["retrieval"]  # the settings as composed, for the JSON
+    retrieval = load_settings(to_plain(compose(overrides))).retrieval
+    uncapped = retrieval.context.model_copy(update={"max_tokens": None})  # count, do not cap
+    retrieval = retrieval.model_copy(update={"context": uncapped})
     llm = LLM(ScriptedBackend(responder(policy), model_id=f"scripted-{policy}"), max_retries=0)
     rr = CountingReranker()
     t0 = time.perf_counter()
     out = run_retrieval(store, questions, retrieval, embedder=HashingEmbedder(64), llm=llm, reranker=rr)
     secs = time.perf_counter() - t0
-    pairs, doc_tok = union_sizes(store, questions, out, retrieval.get("fusion") or {})
+    pairs, doc_tok = union_sizes(store, questions, out, retrieval.fusion)
     if sum(pairs) != rr.pairs:
         raise RuntimeError(f"union sizes {sum(pairs)} != pairs the reranker was sent {rr.pairs}")
     s2 = out.system2 or []
@@ -235,10 +239,10 @@ def measure(store, questions, overrides: list[str], policy: str) -> dict[str, An
         "s2_fallbacks": sum(r.fallback for r in s2),
         "select_calls_per_query": round(sum(r.traversal.calls for r in s2) / max(len(s2), 1), 2),
         "wall_s": round(secs, 1),
-        "settings": {k: retrieval["system2"].get(k) for k in (
+        "settings": {k: plain["system2"].get(k) for k in (
             "entity_round", "max_candidates_per_prompt", "max_facts_per_entity", "max_episodes_per_entity",
             "max_neighbours_per_entity", "max_items_per_type")} | {
-            k: retrieval["system1"].get(k) for k in ("rrf_k", "weights", "recipe", "query_normalize")},
+            k: plain["system1"].get(k) for k in ("rrf_k", "weights", "recipe", "query_normalize")},
     }
 
 

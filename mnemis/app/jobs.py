@@ -1,9 +1,10 @@
 """The jobs behind the CLI: build a memory, evaluate methods on it, run both, regenerate a report.
 
 ``run_command`` receives the composed config once. Models are built once per process (a multirun
-sweep reuses the engine between jobs) and handed to the stages as objects; everything else gets plain
-values. A built memory is addressed by a hash of the build-relevant config, so ``eval`` and sweeps
-over retrieval settings reuse it and make no extraction calls.
+sweep reuses the engine between jobs) and handed to the stages as objects; everything else gets its typed
+section of the run's settings (:class:`mnemis.settings.RunSettings`). A built memory is addressed by a hash
+of the build-relevant config, so ``eval`` and sweeps over retrieval settings reuse it and make no extraction
+calls.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from mnemis.eval.run_dir import (
     TIMINGS_FILE,
 )
 from mnemis.method import MethodRun
-from mnemis.roles import check_roles, roles_summary, run_seeds
+from mnemis.model_roles import ModelRoles
+from mnemis.roles import check_roles, judge_specs, roles_summary, run_seeds
 from mnemis.settings import RunSettings, SettingsError, load_settings
 from mnemis.store import GraphStore
 from mnemis.types import Dataset
@@ -53,27 +55,18 @@ GRAPH_METHODS = {"mnemis"}
 LOCOMO_DATASETS = ("locomo", "locomo_plus")  # LoCoMo's questions: audit and judge stress apply
 
 
-def build_address(plain: dict[str, Any]) -> str:
+def build_address(settings: RunSettings) -> str:
     """The run's memory address (:func:`mnemis.address.memory_address`), per shard when sharded."""
-    return sharded_address(memory_address(plain), plain)
+    return sharded_address(memory_address(settings), settings.shard)
 
 
-def load_configured_dataset(plain: dict[str, Any]) -> Dataset:
-    ds = plain["dataset"]
-    sl = ds.get("slice") or {}
-    data = load_dataset(
-        ds["name"], ds.get("path"), download=bool(ds.get("download", True)), groups=sl.get("groups"),
-        data_dirs=DataDirs.from_paths(plain.get("paths")),
-        max_groups=sl.get("max_groups"), sessions=sl.get("sessions"), max_questions=sl.get("max_questions"),
-        categories=sl.get("categories"), episodes=sl.get("episodes"),
-        options={k: v for k, v in ds.items() if k not in ("name", "path", "download", "slice")},
-        shard=plain.get("shard"),  # applied by the loader (LongMemEval-M selects while it streams)
-    )
-    return data
+def load_configured_dataset(settings: RunSettings) -> Dataset:
+    """The run's dataset slice (and shard: the loader applies it, LongMemEval-M while it streams)."""
+    return load_dataset(settings.dataset, data_dirs=DataDirs.from_paths(settings.paths), shard=settings.shard)
 
 
-def artifact_dir(plain: dict[str, Any]) -> Path:
-    return Path(plain["paths"]["artifacts_dir"]) / build_address(plain)
+def artifact_dir(settings: RunSettings) -> Path:
+    return Path(settings.paths.artifacts_dir) / build_address(settings)
 
 
 def _write(path: Path, obj: Any) -> None:
@@ -90,14 +83,13 @@ def run_build(settings: RunSettings, out: Path, models: Models | None = None) ->
     from mnemis.ingest.common import STATS_KEY
     from mnemis.memory import Memory
 
-    plain = settings.plain()
-    data = load_configured_dataset(plain)
-    path = artifact_dir(plain) / plain["store"]["filename"]
-    methods = list(plain.get("methods") or [])
+    data = load_configured_dataset(settings)
+    path = artifact_dir(settings) / settings.store.filename
+    methods = list(settings.methods)
     stages: dict[str, Any] = {}
     with Memory(settings, path=path, models=models) as memory:
         store = memory.store
-        store.set_meta("build_config", build_view(plain))
+        store.set_meta("build_config", build_view(settings))
         memory.store_episodes(data.episodes)
         store.upsert_questions(data.questions)
         if models is not None and (GRAPH_METHODS & set(methods) or "rag" in methods):
@@ -133,7 +125,7 @@ def _build_graph(memory: Any, data: Dataset, out: Path) -> dict:
     return stages
 
 
-def require_built(plain: dict[str, Any], path: Path, methods: Sequence[str]) -> None:
+def require_built(settings: RunSettings, path: Path, methods: Sequence[str]) -> None:
     """``mnemis eval`` needs a built memory: a clear error naming its address and the build command."""
     missing = "" if path.exists() else "no memory"
     if not missing and GRAPH_METHODS & set(methods):
@@ -142,7 +134,7 @@ def require_built(plain: dict[str, Any], path: Path, methods: Sequence[str]) -> 
                 missing = "an unfinished memory (no hierarchy)"
     if missing:
         raise SystemExit(
-            f"mnemis eval: {missing} at {path.parent} (build address {build_address(plain)}). Build it first with "
+            f"mnemis eval: {missing} at {path.parent} (build address {build_address(settings)}). Build it first with "
             "`mnemis build <the same overrides>`, or use `mnemis run`, which builds and then evaluates.")
 
 
@@ -158,37 +150,36 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
     from mnemis.eval.tracking import make_tracker
     from mnemis.prompts.answer import answer_prompt_for
 
-    plain = settings.plain()
-    data = load_configured_dataset(plain)
+    data = load_configured_dataset(settings)
     methods = list(settings.methods)
     judge_cfg = settings.judge
-    judges = models.judges()
+    judges = models.judges(judge_specs(judge_cfg))
     answer_cfg = settings.answer
-    seeds = run_seeds(plain)
+    seeds = run_seeds(settings.seed, settings.seeds, answer_cfg)
     questions = list(data.questions)
     if not questions:
-        raise SystemExit(f"mnemis {plain['command']}: the dataset slice has no questions (a question is kept only "
+        raise SystemExit(f"mnemis {settings.command}: the dataset slice has no questions (a question is kept only "
                          "when all its evidence lies inside the slice); widen dataset.slice")
-    path = artifact_dir(plain) / plain["store"]["filename"]
-    if plain.get("command") == "eval":
-        require_built(plain, path, methods)
+    path = artifact_dir(settings) / settings.store.filename
+    if settings.command == "eval":
+        require_built(settings, path, methods)
     own_tracker = tracker is None
     if own_tracker:
-        tracker = make_tracker(plain.get("tracker"), dir=str(out))
-        tracker.log_config(plain)
-    dirs = DataDirs.from_paths(plain.get("paths"))
+        tracker = make_tracker(settings.tracker, dir=str(out))
+        tracker.log_config(settings.model_dump(mode="json", exclude_unset=True))
+    dirs = DataDirs.from_paths(settings.paths)
     audit = judge_cfg.audit and data.name in LOCOMO_DATASETS and (
         judge_cfg.audit_path or side_file("locomo_audit", dirs))
     if audit and not Path(audit).exists():
         audit = False
-    if plain.get("shard"):
+    if settings.shard:
         from mnemis.scale.merge import write_shard_manifest
 
-        write_shard_manifest(out, plain["shard"], data.groups, questions, methods, seeds)
+        write_shard_manifest(out, settings.shard, data.groups, questions, methods, seeds)
     timings: dict[str, float] = {}
     recall: dict[str, Any] = {}
     with GraphStore(path) as store:
-        run = MethodRun(settings, models, data, store, artifact_dir(plain))
+        run = MethodRun(settings, models, data, store, artifact_dir(settings))
         for method in make_methods(methods):
             t0 = time.perf_counter()
             method.prepare(run)
@@ -217,21 +208,23 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
     if recall:
         _write(out / RECALL_FILE, recall)
     _write(out / TIMINGS_FILE, timings)
-    roles = roles_summary(plain)
+    roles = roles_summary(settings)
     roles["answer_prompts"] = {m: answer_prompt_for(answer_cfg, m).key for m in methods}
     roles["seeds"] = seeds
     _write(out / ROLES_FILE, roles)
-    len_cfg = judge_cfg.leniency.model_dump()
-    if len_cfg.get("enabled") and data.name in LOCOMO_DATASETS and not len_cfg.get("path"):
-        len_cfg["path"] = side_file("judge_stress", dirs) or dirs.home / SOURCES["judge_stress"].filename
+    lenient = judge_cfg.leniency
+    stress = lenient.enabled and data.name in LOCOMO_DATASETS
+    stress_path = lenient.path
+    if stress and not stress_path:
+        stress_path = side_file("judge_stress", dirs) or dirs.home / SOURCES["judge_stress"].filename
     boot = judge_cfg.bootstrap
     from mnemis.eval.graded_leniency import write_graded_leniency
 
-    write_graded_leniency(out, judges, questions, plain["judge"])  # graded judges' controls, when enabled
+    write_graded_leniency(out, judges, questions, judge_cfg)  # graded judges' controls, when enabled
     metrics = finalize_run(
         out, ledger=models.ledger(),
-        leniency_judges=judges if len_cfg.get("enabled") and data.name in LOCOMO_DATASETS else None,
-        leniency_n=len_cfg.get("n"), leniency_path=len_cfg.get("path"),
+        leniency_judges=judges if stress else None,
+        leniency_n=lenient.n, leniency_path=stress_path,
         separate=tuple(judge_cfg.separate_categories), failed=judge_cfg.failed,
         n_boot=boot.n_boot, seed=boot.seed, tracker=tracker,
         headline=roles["headline_judge"],
@@ -278,15 +271,22 @@ def _headline(m: Any, lenient: dict[str, str] | None = None) -> str:
         return json.dumps(m, default=str)[:200]
 
 
-def _check_local_disk(plain: dict[str, Any], command: str) -> None:
+def _check_local_disk(settings: RunSettings) -> None:
     """Stop before any SQLite file opens on a network file system (``scale.check_fs``)."""
     from mnemis.scale.node_state import NetworkFileSystemError, check_local, sqlite_paths
 
-    if (plain.get("scale") or {}).get("check_fs", True):
+    if settings.scale.check_fs:
         try:
-            check_local(sqlite_paths(plain))
+            check_local(sqlite_paths(settings.paths))
         except NetworkFileSystemError as exc:
-            raise SystemExit(f"mnemis {command}: {exc}") from None
+            raise SystemExit(f"mnemis {settings.command}: {exc}") from None
+
+
+def _settings(plain: dict[str, Any], command: str) -> RunSettings:
+    try:
+        return load_settings(plain)  # the config read once: every bad key reported at once
+    except SettingsError as exc:
+        raise SystemExit(f"mnemis {command}: {exc}") from None
 
 
 def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
@@ -315,29 +315,27 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     from mnemis.config import with_values
     from mnemis.scale.node_state import shard_paths, shard_state
 
-    state = shard_state(plain, out)  # a sharded job keeps its store, caches and progress on node-local disk
-    if state is not None:
-        plain = to_plain(with_values(cfg, shard_paths(plain, state)))
     methods = list(plain.get("methods") or [])
     try:
         check_methods(methods)  # every unknown or ill-configured method at once, before any model loads
     except MethodError as exc:
         raise SystemExit(f"mnemis {command}: methods={methods}: {exc}") from None
-    try:
-        settings = load_settings(plain)  # the config read once: every bad key reported at once
-    except SettingsError as exc:
-        raise SystemExit(f"mnemis {command}: {exc}") from None
+    settings = _settings(plain, command)
+    state = shard_state(settings.shard, settings.scale, settings.paths, out)  # a sharded job keeps its store,
+    if state is not None:  # caches and progress on node-local disk
+        plain = to_plain(with_values(cfg, shard_paths(settings.scale, state)))
+        settings = _settings(plain, command)
     if command in ("eval", "run"):
-        check_roles(plain)  # before any model loads
-    _check_local_disk(plain, command)
+        check_roles(settings)  # before any model loads
+    _check_local_disk(settings)
     _write(out / CONFIG_FILE, plain)
-    models = Models(plain)
+    models = Models(settings.models())
     result: dict[str, Any] = {"command": command, "output_dir": str(out)}
     models.reset_ledgers()
     from mnemis import progress
     from mnemis.eval.tracking import log_ledger, make_tracker, watch_progress
 
-    tracker = make_tracker(plain.get("tracker"), dir=str(out))  # one run per job: build and eval
+    tracker = make_tracker(settings.tracker, dir=str(out))  # one run per job: build and eval
     tracker.log_config(plain)
     listener = watch_progress(tracker)
     try:
@@ -346,7 +344,7 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
             if models.built("llm"):
                 log_ledger(tracker, "build", models.ledger())
         if command in ("eval", "run"):
-            models.release_unused("eval")  # the build's engines no evaluation role uses: their memory freed first
+            models.release_unused(ModelRoles.of(settings), "eval")  # the build's engines no evaluation role uses: their memory freed first
             result["eval"] = run_eval(settings, out, models, tracker=tracker,
                                       progress_dir=state.progress if state is not None else None)
             log_ledger(tracker, "eval", models.ledger())
@@ -356,7 +354,7 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
             from mnemis.models.cache_archive import export_archive
             from mnemis.eval.run_dir import ARCHIVE_FILE
 
-            export_archive(plain["paths"]["cache_dir"], out / ARCHIVE_FILE)
+            export_archive(settings.paths.cache_dir, out / ARCHIVE_FILE)
     finally:
         progress.remove_listener(listener)
         tracker.finish()

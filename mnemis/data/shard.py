@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from mnemis.data.errors import DataError
 from mnemis.types import Dataset
@@ -86,7 +85,7 @@ def shard_specs(n: int) -> list[str]:
     return [f"{i}/{n}" for i in range(n)]
 
 
-def sharded_address(address: str, plain: dict[str, Any]) -> str:
+def sharded_address(address: str, shard: str | None) -> str:
     """The build address of a sharded job: ``<address>-shard-i-of-N`` (unchanged when ``shard`` is unset)."""
-    tag = shard_tag(plain.get("shard"))
+    tag = shard_tag(shard)
     return f"{address}-{tag}" if tag else address

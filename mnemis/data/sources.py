@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mnemis.data.errors import DataError
+from mnemis.settings import PathsSettings
 
 log = logging.getLogger(__name__)
 
@@ -157,10 +158,12 @@ class DataDirs:
         return cls(home, tuple(dict.fromkeys([home, *others])))
 
     @classmethod
-    def from_paths(cls, paths: dict | None) -> DataDirs:
-        """From the ``paths`` config node: ``data_dir`` (home) and ``shared_data_dir`` (an extra folder)."""
-        paths = paths or {}
-        return cls.from_config(paths.get("data_dir"), [paths.get("shared_data_dir")])
+    def from_paths(cls, paths: PathsSettings | None) -> DataDirs:
+        """From the ``paths`` settings: ``data_dir`` (home) and ``shared_data_dir`` (an extra folder); None: the
+        defaults of :meth:`from_config`."""
+        if paths is None:
+            return cls.from_config(None, [None])
+        return cls.from_config(paths.data_dir, [paths.shared_data_dir])
 
     def find(self, filename: str) -> Path | None:
         for d in self.search:

@@ -30,11 +30,11 @@ from mnemis.models.llm.base import LLMRequest, Sampling
 from mnemis.models.llm.chunks import chunk_size, chunked
 from mnemis.prompts.judge_beam import JUDGE_BEAM_RUBRIC, JUDGE_BEAM_SAME_EVENT
 from mnemis.prompts.judge_locomo_plus import JUDGE_LOCOMO_PLUS, JUDGE_LOCOMO_PLUS_PARTIAL, LABEL_SCORE
+from mnemis.settings import GradedSettings
 from mnemis.types import Question
 
 log = logging.getLogger(__name__)
 GRADED = frozenset({"beam_rubric", "beam_event_ordering", "locomo_plus_cognitive"})
-DEFAULTS = {"partial": "keep", "max_lines": 40, "cognitive_partial": False}
 
 
 def is_graded(q: Question) -> bool:
@@ -63,10 +63,10 @@ class _Plan:
     """The requests of one judge over all graded questions, and where each question's replies are."""
 
     def __init__(self, questions: Sequence[Question], texts: Sequence[str], sampling: Sampling, stage: str,
-                 settings: Mapping[str, Any]) -> None:
+                 settings: GradedSettings) -> None:
         self.requests: list[LLMRequest] = []
         self.slots: list[dict[str, Any]] = []
-        cog = JUDGE_LOCOMO_PLUS_PARTIAL if settings["cognitive_partial"] else JUDGE_LOCOMO_PLUS
+        cog = JUDGE_LOCOMO_PLUS_PARTIAL if settings.cognitive_partial else JUDGE_LOCOMO_PLUS
         for q, text in zip(questions, texts):
             slot: dict[str, Any] = {"scorer": q.meta["scorer"], "empty": not text.strip()}
             self.slots.append(slot)
@@ -76,7 +76,7 @@ class _Plan:
                 slot["rubric"] = [self._add(JUDGE_BEAM_RUBRIC, sampling, stage, q.question, item, text)
                                   for item in q.meta["rubric"]]
             if slot["scorer"] == "beam_event_ordering":
-                lines = reply_lines(text, int(settings["max_lines"]))
+                lines = reply_lines(text, settings.max_lines)
                 slot["lines"] = lines
                 slot["pairs"] = [[self._add(JUDGE_BEAM_SAME_EVENT, sampling, stage, ref, line)
                                   for ref in q.meta["rubric"]] for line in lines]
@@ -127,14 +127,14 @@ def _rubric_mean(replies: list[dict | None], idx: list[int], partial: str) -> tu
     return sum(vals) / len(vals), items
 
 
-def _assemble(q: Question, slot: dict[str, Any], replies: list[dict | None], settings: Mapping[str, Any]
+def _assemble(q: Question, slot: dict[str, Any], replies: list[dict | None], settings: GradedSettings
               ) -> dict[str, Any]:
     if slot["empty"]:
         return {"score": 0.0, "details": {"reason": "no answer"}}
     details: dict[str, Any] = {}
     score: float | None = None
     if "rubric" in slot:
-        mean, items = _rubric_mean(replies, slot["rubric"], settings["partial"])
+        mean, items = _rubric_mean(replies, slot["rubric"], settings.partial)
         details.update(rubric_mean=mean, rubric_items=items,
                        rubric_mean_floor=_rubric_mean(replies, slot["rubric"], "floor")[0])
         score = mean
@@ -162,7 +162,7 @@ def score_graded(
     *,
     max_tokens: int | str = 200,
     progress: str | Path | None = None,
-    settings: Mapping[str, Any] | None = None,
+    settings: GradedSettings | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """``{judge name: [{"score": float | None, "details": {...}}, ...]}`` in question order (every question
     must be graded, ``is_graded``). ``progress``: a JSONL path; each judge appends to ``<stem>.<name>.jsonl``."""
@@ -173,9 +173,7 @@ def score_graded(
     bad = [q.id for q in questions if not is_graded(q)]
     if bad:
         raise ValueError(f"score_graded: questions without a graded scorer: {bad[:3]}")
-    cfg = {**DEFAULTS, **(settings or {})}
-    if cfg["partial"] not in ("keep", "floor"):
-        raise ValueError(f"judge.graded.partial={cfg['partial']!r}: choose keep or floor")
+    cfg = GradedSettings() if settings is None else settings  # its defaults equal conf/judge/beam.yaml's
     texts = [_answer_text(a) for a in answers]
     sampling = Sampling(temperature=0.0, max_tokens=max_tokens, seed=0)
     out: dict[str, list[dict[str, Any]]] = {}
@@ -198,7 +196,7 @@ def judge_mixed(
     max_tokens: int | str = 200,
     progress: str | Path | None = None,
     graded_progress: str | Path | None = None,
-    settings: Mapping[str, Any] | None = None,
+    settings: GradedSettings | None = None,
 ) -> tuple[dict[str, list[bool | None]], dict[str, list[dict[str, Any] | None]] | None, list[list[str]]]:
     """Judge a run whose questions may mix CORRECT/WRONG judging and graded scoring.
 

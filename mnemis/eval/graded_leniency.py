@@ -20,12 +20,12 @@ from typing import Any
 from mnemis.eval.graded import is_graded, score_graded
 from mnemis.eval.leniency import sample_items
 from mnemis.eval.run_dir import GRADED_LENIENCY_FILE
+from mnemis.settings import GradedSettings, JudgeSettings
 from mnemis.types import Question
 
 KINDS = ("reference", "swapped", "vague")
 VAGUE = ("We went over this in several of our conversations. It depends on a few of the things you mentioned "
          "back then, and overall it has been coming along steadily.")
-DEFAULT_CONTROLS = {"enabled": True, "n": 20, "seed": 0}
 
 
 def reference_reply(q: Question) -> str:
@@ -51,7 +51,7 @@ def control_items(questions: Sequence[Question], n: int | None = 40, seed: int =
 
 
 def graded_leniency(judges: Mapping[str, Any], questions: Sequence[Question], *, n: int | None = 40, seed: int = 0,
-                    max_tokens: int | str = 200, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    max_tokens: int | str = 200, settings: GradedSettings | None = None) -> dict[str, Any]:
     """``{"n_questions", "seed", "judges": {name: {kind: {"mean", "n", "failures"}}}}``."""
     items = control_items(questions, n, seed)
     result: dict[str, Any] = {"n_questions": len({q.id for q, _, _ in items}), "seed": seed, "judges": {}}
@@ -70,18 +70,17 @@ def graded_leniency(judges: Mapping[str, Any], questions: Sequence[Question], *,
 
 
 def write_graded_leniency(run_dir, judges: Mapping[str, Any], questions: Sequence[Question],
-                          judge_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+                          judge: JudgeSettings) -> dict[str, Any] | None:
     """``graded_leniency.json`` in ``run_dir`` when the run has graded questions and
-    ``judge.graded_leniency.enabled`` (``DEFAULT_CONTROLS`` when the judge config has no such section, e.g.
-    ``judge=locomo`` on BEAM); returns what it wrote (None when skipped)."""
+    ``judge.graded_leniency.enabled``; returns what it wrote (None when skipped)."""
     from pathlib import Path
 
     from mnemis.eval.records import dump_json
 
-    cfg = judge_cfg.get("graded_leniency", DEFAULT_CONTROLS) or {}  # on with a judge config that has no section
-    if not cfg.get("enabled") or not any(is_graded(q) for q in questions):
+    controls = judge.graded_leniency
+    if not controls.enabled or not any(is_graded(q) for q in questions):
         return None
-    res = graded_leniency(judges, questions, n=cfg.get("n", 40), seed=int(cfg.get("seed", 0)),
-                          max_tokens=judge_cfg.get("max_tokens", 200), settings=judge_cfg.get("graded"))
+    res = graded_leniency(judges, questions, n=controls.n, seed=controls.seed, max_tokens=judge.max_tokens,
+                          settings=judge.graded)
     dump_json(Path(run_dir) / GRADED_LENIENCY_FILE, res)
     return res

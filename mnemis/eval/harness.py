@@ -25,6 +25,7 @@ from mnemis.eval.records import QuestionRecord, build_records, dump_json, read_r
 from mnemis.eval.run_dir import LEDGER_FILE, METRICS_FILE, QUESTIONS_FILE
 from mnemis.prompts.answer import ANSWER
 from mnemis.prompts.base import Prompt
+from mnemis.settings import GradedSettings
 from mnemis.types import Question, RetrievedContext
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def evaluate_method(
     flags: Sequence[Sequence[str]] | None = None,
     answer_prompt: Prompt = ANSWER,
     answer_temperature: float = 0.0,
-    graded_settings: Mapping[str, Any] | None = None,
+    graded_settings: GradedSettings | None = None,
     progress_dir: str | Path | None = None,
 ) -> list[QuestionRecord]:
     """Answer (one batch), judge (one batch per judge), optionally audit, and store the records.
@@ -72,8 +73,8 @@ def evaluate_method(
         audit: True (default audit file) or a path: LoCoMo questions get audited labels (only the
             answer-changed ones are re-judged) and audited evidence for recall.
         judges: name -> ``mnemis.eval.judge.Judge`` (model + criterion) or a bare LLM.
-        graded_settings: the graded scorers' settings (``judge.graded``: ``partial``, ``max_lines``,
-            ``cognitive_partial``; :mod:`mnemis.eval.graded`), for questions whose ``meta`` names a scorer.
+        graded_settings: the graded scorers' settings (``judge.graded``; :mod:`mnemis.eval.graded`), for
+            questions whose ``meta`` names a scorer (None: :class:`~mnemis.settings.GradedSettings`' defaults).
         answer_prompt / answer_temperature / seed: how the answers are sampled (one of
             ``mnemis.prompts.answer.ANSWER_PROMPTS``; the seed matters only with a temperature above 0).
         progress_dir: where the resumable progress files go (default ``run_dir``; a sharded job's node-local

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from mnemis.eval.run_dir import LEDGER_FILE, METRICS_FILE, REPORT_FILE, SUMMARY_FILES, read_checked
+from mnemis.settings import JsonlTrackerSettings, TrackerSettings, WandbTrackerSettings
 
 log = logging.getLogger(__name__)
 
@@ -199,21 +200,16 @@ class WandbTracker:
         self.run.finish()
 
 
-def make_tracker(cfg: Mapping[str, Any] | None, **overrides: Any) -> Tracker:
-    """From a ``conf/tracker`` node: ``name`` is the backend (none | wandb | jsonl); ``run_name`` and ``group``
-    name the run and its group (``tracker.run_name=... tracker.group=...``)."""
-    cfg = dict(cfg or {})
-    kind = cfg.pop("name", "none")
-    if kind in (None, "none"):
-        return NoTracker()
-    cfg.update(overrides)
-    run_name, group = cfg.pop("run_name", None), cfg.pop("group", None)
-    if kind == "wandb":
-        kw = {k: v for k, v in cfg.items() if k in ("project", "mode", "dir", "entity", "config", "tags")}
-        return WandbTracker(**kw, name=run_name, group=group)
-    if kind == "jsonl":
-        return JsonlTracker(dir=cfg.get("dir"), file=cfg.get("file") or "tracker.jsonl", run_name=run_name, group=group)
-    raise ValueError(f"unknown tracker {kind!r} (none, wandb, jsonl)")
+def make_tracker(cfg: TrackerSettings, *, dir: str | Path | None = None) -> Tracker:
+    """From the ``tracker`` settings (``conf/tracker``): ``name`` is the backend (none | wandb | jsonl);
+    ``run_name`` and ``group`` name the run and its group (``tracker.run_name=... tracker.group=...``); ``dir``:
+    where its files go (the run dir)."""
+    if isinstance(cfg, WandbTrackerSettings):
+        return WandbTracker(cfg.project, mode=cfg.mode, dir=dir, entity=cfg.entity, name=cfg.run_name,
+                            tags=cfg.tags, group=cfg.group)
+    if isinstance(cfg, JsonlTrackerSettings):
+        return JsonlTracker(dir=dir, file=cfg.file, run_name=cfg.run_name, group=cfg.group)
+    return NoTracker()
 
 
 def watch_progress(tracker: Tracker) -> Any:

@@ -25,13 +25,15 @@ lexical scores (token F1, BLEU-1, LoCoMo F1) compare with the gold is read (``sp
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mnemis.prompts.base import Prompt, system, user
 from mnemis.render import format_timestamp
+
+if TYPE_CHECKING:
+    from mnemis.settings import AnswerSettings
 
 NOT_MENTIONED = "This is not mentioned in the memories."
 
@@ -132,15 +134,11 @@ def answer_prompt(name: str, key: str = "answer.prompt") -> AnswerPrompt:
         raise ValueError(f"{key}={name!r}: choose one of {sorted(ANSWER_PROMPTS)}") from None
 
 
-def answer_prompt_for(answer_cfg: Any, method: str) -> AnswerPrompt:
-    """The prompt a method answers with: ``answer.prompt_by_method[method]``, else ``answer.prompt``
-    (``answer_cfg``: the answer settings, or their plain dict)."""
-    cfg = answer_cfg if isinstance(answer_cfg, Mapping) else \
-        (answer_cfg.model_dump() if answer_cfg is not None else {})
-    by_method = cfg.get("prompt_by_method") or {}
-    if method in by_method:  # type: ignore[operator]
-        return answer_prompt(str(by_method[method]), f"answer.prompt_by_method.{method}")  # type: ignore[index]
-    return answer_prompt(str(cfg.get("prompt") or "terse"))
+def answer_prompt_for(answer: AnswerSettings, method: str) -> AnswerPrompt:
+    """The prompt a method answers with: ``answer.prompt_by_method[method]``, else ``answer.prompt``."""
+    if method in answer.prompt_by_method:
+        return answer_prompt(answer.prompt_by_method[method], f"answer.prompt_by_method.{method}")
+    return answer_prompt(answer.prompt)
 
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)

@@ -1,7 +1,8 @@
 """The retrieval stage as one call: System-1, System-2, fusion and rendering for a batch of questions.
 
-``run_retrieval(store, questions, cfg, ...)`` takes the plain ``retrieval`` config dict
-(``conf/retrieval/mnemis.yaml``: ``k``, ``system1``, ``system2``, ``fusion``, ``context``) and the
+``run_retrieval(store, questions, cfg, ...)`` takes the ``retrieval`` settings
+(:class:`mnemis.settings.RetrievalSettings`, from ``conf/retrieval/mnemis.yaml``: ``k``, ``system1``, ``system2``,
+``fusion``, ``context``) and the
 already-built models, runs every stage once over the whole batch (System-1: one ``search``; System-2:
 one ``generate`` per round; fusion: one reranker call; rendering: one store pass per group) and returns
 fused contexts, rendered texts, per-route contexts and traversal logs (the run directory's files of a retrieval:
@@ -10,14 +11,14 @@ fused contexts, rendered texts, per-route contexts and traversal logs (the run d
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
 from mnemis.retrieve.context import RenderedContext, render_context
 from mnemis.retrieve.fuse import Fuser
 from mnemis.retrieve.system2 import System2, System2Result
+from mnemis.settings import RetrievalSettings
 from mnemis.store.sqlite import GraphStore
 from mnemis.types import Question, RetrievedContext
 
@@ -43,15 +44,10 @@ class RetrievalOutput(BaseModel):
         return out
 
 
-def _kwargs(node: Mapping[str, Any] | None) -> tuple[bool, dict[str, Any]]:
-    node = dict(node or {})
-    return bool(node.pop("enabled", True)), node
-
-
 def run_retrieval(
     store: GraphStore,
     questions: Sequence[Question],
-    cfg: Mapping[str, Any],
+    cfg: RetrievalSettings,
     *,
     embedder=None,
     llm=None,
@@ -64,34 +60,29 @@ def run_retrieval(
     Args:
         store: the built memory.
         questions: the batch (any groups).
-        cfg: the retrieval settings (:class:`mnemis.settings.RetrievalSettings`, or its plain dict).
+        cfg: the retrieval settings (:class:`mnemis.settings.RetrievalSettings`).
         embedder: query encoder for System-1 (ignored when ``system1`` is given).
         llm: the ``LLM`` client for System-2 selection.
         reranker: a ``Reranker`` when ``fusion.scorer`` is ``reranker``.
-        system1: a ready :class:`~mnemis.retrieve.system1.System1` (else built from ``cfg["system1"]``).
+        system1: a ready :class:`~mnemis.retrieve.system1.System1` (else built from ``cfg.system1``).
         tokenizer: optional token counter for the context budget.
     """
-    if not isinstance(cfg, Mapping):  # typed settings (mnemis.settings.RetrievalSettings)
-        cfg = cfg.model_dump()
-    fusion = dict(cfg.get("fusion") or {})
-    mode = fusion.get("mode", "both")
-    s1_on, s1_kw = _kwargs(cfg.get("system1"))
-    s2_on, s2_kw = _kwargs(cfg.get("system2"))
-    s1_on = s1_on or mode == "system1"
-    s2_on = s2_on and mode in ("system2", "both")
+    mode = cfg.fusion.mode
+    s1_on = cfg.system1.enabled or mode == "system1"
+    s2_on = cfg.system2.enabled and mode in ("system2", "both")
     questions = list(questions)
     s1 = None
     if s1_on:
         if system1 is None:
             from mnemis.retrieve.system1 import System1
 
-            system1 = System1(store, embedder, **s1_kw)
+            system1 = System1(store, embedder, **cfg.system1.kwargs())
         s1 = system1.search(questions)
     s2 = None
     if s2_on:
         if llm is None:
             raise ValueError(f"fusion mode {mode!r} needs an llm for System-2 selection")
-        s2 = System2(store, llm, s2_kw).select(questions)
-    contexts = Fuser(store, reranker, **fusion).fuse(questions, s1, s2)
-    rendered = render_context(store, contexts, tokenizer=tokenizer, **dict(cfg.get("context") or {}))
+        s2 = System2(store, llm, cfg.system2.config()).select(questions)
+    contexts = Fuser(store, reranker, **cfg.fusion.model_dump()).fuse(questions, s1, s2)
+    rendered = render_context(store, contexts, tokenizer=tokenizer, **cfg.context.model_dump())
     return RetrievalOutput(contexts=contexts, rendered=rendered, system1=s1, system2=s2)

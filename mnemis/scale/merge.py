@@ -187,7 +187,10 @@ def _manifest(run: Path, config: Mapping[str, Any], rows: Sequence[QuestionRecor
         qs = groups.setdefault(r.group_id, [])
         if r.question_id not in qs:
             qs.append(r.question_id)
-    seeds = config.get("seeds") or [config.get("seed", 0)]
+    try:
+        seeds = config.get("seeds") or [config["seed"]]
+    except KeyError:
+        raise MergeError(f"{run / 'config.json'}: neither seeds nor seed (a run's config.json holds both)") from None
     return {"groups": groups, "methods": list(config.get("methods") or []), "seeds": [int(x) for x in seeds],
             "listed": False}
 
@@ -296,11 +299,16 @@ def _load(run: Path, name: str) -> Any:
 
 
 def _metric_options(config: Mapping[str, Any]) -> dict[str, Any]:
-    judge = config.get("judge") or {}
-    boot = judge.get("bootstrap") or {}
-    return {"separate": tuple(judge.get("separate_categories") or ()),  # as mnemis.app.jobs.run_eval
-            "failed": judge.get("failed", "wrong"), "n_boot": int(boot.get("n_boot", 1000)),
-            "seed": int(boot.get("seed", 0))}
+    """The metric options of the shards' ``config.json`` (its ``judge`` section), as mnemis.app.jobs.run_eval
+    passes them."""
+    try:
+        judge = config["judge"]
+        boot = judge["bootstrap"]
+        return {"separate": tuple(judge["separate_categories"]), "failed": str(judge["failed"]),
+                "n_boot": int(boot["n_boot"]), "seed": int(boot["seed"])}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MergeError(f"config.json: no usable judge.separate_categories, judge.failed, judge.bootstrap.n_boot "
+                         f"and judge.bootstrap.seed ({type(exc).__name__}: {exc})") from None
 
 
 def merge_runs(run_dirs: Sequence[str | Path], out_dir: str | Path, *, ignore: Sequence[str] = IGNORED_KEYS,

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.data.shard import shard_tag
+from mnemis.settings import PathsSettings, ScaleSettings
 
 MOUNTS = Path("/proc/mounts")
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs")
@@ -101,14 +102,13 @@ def check_local(paths: Mapping[str, Any], mounts: list[Mount] | None = None) -> 
                 "scale.check_fs=false skips this check")
 
 
-def local_root(scale: Mapping[str, Any] | None, paths: Mapping[str, Any],
-               environ: Mapping[str, str] | None = None) -> Path:
+def local_root(scale: ScaleSettings, paths: PathsSettings, environ: Mapping[str, str] | None = None) -> Path:
     """Root of the shards' state dirs: ``scale.local_dir``, ``$SLURM_TMPDIR``, ``$TMPDIR``, else the cache dir."""
     env = os.environ if environ is None else environ
-    for candidate in ((scale or {}).get("local_dir"), env.get("SLURM_TMPDIR"), env.get("TMPDIR")):
+    for candidate in (scale.local_dir, env.get("SLURM_TMPDIR"), env.get("TMPDIR")):
         if candidate:
             return Path(str(candidate)).expanduser()
-    return Path(str(paths["cache_dir"]))
+    return Path(str(paths.cache_dir))
 
 
 @dataclass(frozen=True)
@@ -132,27 +132,26 @@ class ShardState:
         return self.root / "progress" / f"{self.tag}-{self.run_key}"
 
 
-def shard_state(plain: Mapping[str, Any], run_dir: str | os.PathLike[str],
+def shard_state(shard: str | None, scale: ScaleSettings, paths: PathsSettings, run_dir: str | os.PathLike[str],
                 environ: Mapping[str, str] | None = None) -> ShardState | None:
     """The state folders of a sharded job (same run dir -> same folders); None when the job is not sharded."""
-    tag = shard_tag(plain.get("shard"))
+    tag = shard_tag(shard)
     if not tag:
         return None
     digest = hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:10]
-    return ShardState(local_root(plain.get("scale"), plain["paths"], environ) / STATE_SUBDIR, tag, digest)
+    return ShardState(local_root(scale, paths, environ) / STATE_SUBDIR, tag, digest)
 
 
-def shard_paths(plain: Mapping[str, Any], state: ShardState) -> dict[str, str]:
+def shard_paths(scale: ScaleSettings, state: ShardState) -> dict[str, str]:
     """The config values that put a sharded job's SQLite files into its state folders: ``paths.artifacts_dir``
     and (unless ``scale.share_cache``) ``paths.cache_dir``, which every ``${paths.cache_dir}`` follows."""
     values = {"paths.artifacts_dir": str(state.artifacts)}
-    if not (plain.get("scale") or {}).get("share_cache"):
+    if not scale.share_cache:
         values["paths.cache_dir"] = str(state.cache)
     return values
 
 
-def sqlite_paths(plain: Mapping[str, Any]) -> dict[str, str]:
+def sqlite_paths(paths: PathsSettings) -> dict[str, str]:
     """The folders a job opens SQLite files in: the stores and every cache."""
-    paths = plain.get("paths") or {}
-    return {"paths.artifacts_dir (the memory store)": paths.get("artifacts_dir"),
-            "paths.cache_dir (response and reranker caches)": paths.get("cache_dir")}
+    return {"paths.artifacts_dir (the memory store)": paths.artifacts_dir,
+            "paths.cache_dir (response and reranker caches)": paths.cache_dir}

@@ -202,11 +202,13 @@ def why_disagree(rows: Sequence[dict[str, Any]], metrics: dict[str, Any] | None)
 
 def build_progress(config: dict[str, Any]) -> dict[str, Any] | None:
     """How far the build of an unfinished run got: episodes per stage done, from its store (read-only)."""
-    from mnemis.app.jobs import artifact_dir
+    from mnemis.address import memory_address
+    from mnemis.data.shard import sharded_address
     from mnemis.store import GraphStore
 
-    try:
-        path = artifact_dir(config) / config["store"]["filename"]
+    try:  # the run's config.json as it was written (a run from before a settings change included)
+        address = sharded_address(memory_address(config), config.get("shard"))
+        path = Path(config["paths"]["artifacts_dir"]) / address / config["store"]["filename"]
     except (KeyError, TypeError):
         return None
     path = path if path.is_absolute() else REPO / path

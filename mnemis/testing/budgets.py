@@ -1,12 +1,12 @@
 """Which reply schema each schema-constrained stage sends, and where its reply budget is configured.
 
 Used by the reply-budget test (every prompt's reply must fit its stage's effective ``max_tokens``) and
-by ``experiments/bench/reply_budgets.py``. ``cfg`` is the plain composed config.
+by ``experiments/bench/reply_budgets.py``, from the run's settings (:class:`mnemis.settings.RunSettings`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -27,19 +27,24 @@ from mnemis.prompts.mem0_update import MemoryOperation
 from mnemis.prompts.resolve_entities import Resolutions
 from mnemis.prompts.select_nodes import NodeSelections, selection_schema
 
+if TYPE_CHECKING:
+    from mnemis.settings import RunSettings
+
 # no reply schema: plain text, no worst case (every answer prompt runs in the "answer" stage)
 UNCAPPED_ROUND_CHECK = 200
 # (and the official LongMemEval judge: a bare yes / no in 10 tokens)
 PLAIN_TEXT_STAGES = frozenset({"answer", "answer_paper", "answer_mem0", "judge_longmemeval_yes_no"})
 
 
-def stage_reply_schemas(cfg: dict[str, Any]) -> dict[str, tuple[type[BaseModel], Any]]:
+def stage_reply_schemas(settings: RunSettings) -> dict[str, tuple[type[BaseModel], Any]]:
     """stage -> (the reply schema the stage sends at its largest, its configured ``max_tokens``)."""
-    ing, hier, s2 = cfg["ingest"]["max_tokens"], cfg["hierarchy"], cfg["retrieval"]["system2"]
+    # the ingest builder and the hierarchy are `_target_` nodes: their keys are their targets' arguments
+    ing, hier, s2 = settings.ingest["max_tokens"], settings.hierarchy, settings.retrieval.system2
+    judge, mem0, mem0g = settings.judge.max_tokens, settings.mem0.max_tokens, settings.mem0g.max_tokens
     # null = one prompt per round with every candidate (mode=paper): each request's schema is built from its
     # own candidate count and its budget from that schema; the static check uses a large round of 200
-    per_prompt = s2["max_candidates_per_prompt"] or UNCAPPED_ROUND_CHECK
-    select = selection_schema(per_prompt) if s2["constrain_ids"] else NodeSelections
+    per_prompt = s2.max_candidates_per_prompt or UNCAPPED_ROUND_CHECK
+    select = selection_schema(per_prompt) if s2.constrain_ids else NodeSelections
     return {
         "extract_entities": (ExtractedEntities, ing["extract_entities"]),
         "reflect_entities": (ExtractedEntities, ing["reflect_entities"]),
@@ -51,22 +56,22 @@ def stage_reply_schemas(cfg: dict[str, Any]) -> dict[str, tuple[type[BaseModel],
         "categorize": (bounded_categorization(hier["batch_size"]), hier["categorize_sampling"]["max_tokens"]),
         "describe_category": (CategoryDescription, hier["describe_sampling"]["max_tokens"]),
         **_two_step_schemas(hier),
-        "select": (select, s2["max_tokens"]),
-        "judge_locomo": (JudgeVerdict, cfg["judge"]["max_tokens"]),
-        "judge_locomo_generous": (JudgeVerdict, cfg["judge"]["max_tokens"]),
-        "judge_longmemeval": (JudgeVerdict, cfg["judge"]["max_tokens"]),
-        "judge_beam_rubric": (RubricVerdict, cfg["judge"]["max_tokens"]),
-        "judge_beam_same_event": (SameEvent, cfg["judge"]["max_tokens"]),
-        "judge_locomo_plus": (CueVerdict, cfg["judge"]["max_tokens"]),
-        "judge_locomo_plus_partial": (CueVerdictPartial, cfg["judge"]["max_tokens"]),
-        "mem0_extract": (CandidateFacts, cfg["mem0"]["max_tokens"]["mem0_extract"]),
-        "mem0_update": (MemoryOperation, cfg["mem0"]["max_tokens"]["mem0_update"]),
-        "mem0_summary": (ConversationSummary, cfg["mem0"]["max_tokens"]["mem0_summary"]),
-        "query_entities": (ExtractedEntities, cfg["mem0g"]["max_tokens"]["query_entities"]),  # graphiti ablation
-        "mem0g_query_entities": (GraphEntities, cfg["mem0g"]["max_tokens"]["query_entities"]),
-        "mem0g_entities": (GraphEntities, cfg["mem0g"]["max_tokens"]["mem0g_entities"]),
-        "mem0g_relations": (GraphRelations, cfg["mem0g"]["max_tokens"]["mem0g_relations"]),
-        "mem0g_conflicts": (ObsoleteRelations, cfg["mem0g"]["max_tokens"]["mem0g_conflicts"]),
+        "select": (select, s2.max_tokens),
+        "judge_locomo": (JudgeVerdict, judge),
+        "judge_locomo_generous": (JudgeVerdict, judge),
+        "judge_longmemeval": (JudgeVerdict, judge),
+        "judge_beam_rubric": (RubricVerdict, judge),
+        "judge_beam_same_event": (SameEvent, judge),
+        "judge_locomo_plus": (CueVerdict, judge),
+        "judge_locomo_plus_partial": (CueVerdictPartial, judge),
+        "mem0_extract": (CandidateFacts, mem0["mem0_extract"]),
+        "mem0_update": (MemoryOperation, mem0["mem0_update"]),
+        "mem0_summary": (ConversationSummary, mem0["mem0_summary"]),
+        "query_entities": (ExtractedEntities, mem0g["query_entities"]),  # graphiti ablation
+        "mem0g_query_entities": (GraphEntities, mem0g["query_entities"]),
+        "mem0g_entities": (GraphEntities, mem0g["mem0g_entities"]),
+        "mem0g_relations": (GraphRelations, mem0g["mem0g_relations"]),
+        "mem0g_conflicts": (ObsoleteRelations, mem0g["mem0g_conflicts"]),
     }
 
 

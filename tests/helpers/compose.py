@@ -96,3 +96,28 @@ def plain_config(overrides: Sequence[str] | None = None, config_name: str = "con
     if key not in _PLAIN:
         _PLAIN[key] = to_plain(compose(key[1], config_name=config_name))
     return copy.deepcopy(_PLAIN[key])
+
+
+def run_settings(overrides: Sequence[str] | None = None) -> Any:
+    """The validated :class:`mnemis.settings.RunSettings` of ``overrides`` (composed once per session)."""
+    from mnemis.settings import load_settings
+
+    return load_settings(plain_config(overrides))
+
+
+def changed(section: Any, **changes: Any) -> Any:
+    """A settings section with ``changes`` applied, validated again (a test's variant of a composed section)."""
+    return type(section).model_validate({**section.model_dump(exclude_unset=True), **changes})
+
+
+def dataset_settings(group: str, slice: dict[str, Any] | None = None, **changes: Any) -> Any:
+    """The ``dataset`` settings of ``conf/dataset/<group>.yaml`` with ``changes`` (and ``slice`` keys) applied."""
+    section = run_settings([f"dataset={group}"]).dataset
+    if slice:
+        changes["slice"] = changed(section.slice, **slice)
+    return changed(section, **changes)
+
+
+def peers_settings(**changes: Any) -> Any:
+    """The composed ``peers`` settings with ``changes``."""
+    return changed(run_settings([]).peers, **changes)

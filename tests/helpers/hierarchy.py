@@ -17,6 +17,17 @@ _LAYER = re.compile(r"^(?:Layer|You are building layer) (\d+):", re.MULTILINE)  
 _CATEGORY = re.compile(r'^Category: "(.*)" \(layer (\d+)')
 
 
+# seven entities of three kinds (pets, trees, instruments): the two-step and embedding-placement tests' graph
+TWO_STEP_SPEC = {"Dog": ["pet"], "Cat": ["pet"], "Oak": ["tree"], "Maple": ["tree"], "Guitar": ["music"],
+                 "Piano": ["music"], "Violin": ["music"]}
+
+
+def listed_nodes(req: LLMRequest) -> list[str]:
+    """Node names listed under ``Nodes:`` in a two-step request (propose or place), in index order."""
+    body = req.messages[-1]["content"].split("Nodes:\n", 1)[1].split("\n\n", 1)[0]
+    return [_LINE.match(line).group(2) for line in body.splitlines()]
+
+
 def prompt_nodes(req: LLMRequest) -> list[str]:
     """Node names of a categorize request, in index order (index = position + 1)."""
     text = req.messages[-1]["content"]

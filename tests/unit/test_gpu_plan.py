@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mnemis.config import compose_for_checks
 from mnemis.gpu_plan import ARCHS, CARDS, GIB, Engine, parse_gpu, plan, plan_config, vllm_budget
 from mnemis.model_roles import BUILD, EVAL, ModelRoles
+from tests.helpers.compose import run_settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,19 +36,19 @@ def test_cards_and_counts():
 
 
 def test_every_role_is_listed_once_with_its_stages():
-    plain, _ = compose_for_checks(["experiment=paper_locomo_k10", "+llm@selector_llm=qwen3_32b_vllm"])
-    roles = ModelRoles.from_plain(plain)
+    plain = run_settings(["experiment=paper_locomo_k10", "+llm@selector_llm=qwen3_32b_vllm"])
+    roles = ModelRoles.of(plain)
     names = [name for name, _ in roles]
     assert names == ["llm", "categoriser", "selector_llm", "answer_llm", "embedder", "reranker"]
     assert roles.get("selector_llm").node["backend"]["model"] == "Qwen/Qwen3-32B"
-    assert roles.get("answer_llm").key == "llm" and roles.get("answer_llm").node == plain["llm"]
+    assert roles.get("answer_llm").key == "llm" and roles.get("answer_llm").node == plain.llm
     engines = {names[0]: (names, role) for names, role in roles.engines()}
     assert engines["llm"][0] == ("llm", "categoriser", "answer_llm") and engines["llm"][1].stages == (BUILD, EVAL)
     assert engines["selector_llm"][1].stages == (EVAL,)
-    peers, _ = compose_for_checks(["experiment=quickstart", "methods=[rag,graphiti]"])
-    server = ModelRoles.from_plain(peers).get("peers_server")
+    peers = run_settings(["experiment=quickstart", "methods=[rag,graphiti]"])
+    server = ModelRoles.of(peers).get("peers_server")
     assert server.kind == "server" and server.node["backend"]["model"] == "smollm2-135m"
-    assert ModelRoles.from_plain(peers).get("categoriser") is None  # no graph method: no hierarchy
+    assert ModelRoles.of(peers).get("categoriser") is None  # no graph method: no hierarchy
 
 
 def _engine(**kw) -> Engine:
@@ -85,10 +85,10 @@ def test_an_engine_budget_must_hold_one_full_window():
 
 
 def test_tensor_parallel_needs_its_gpus():
-    plain, _ = compose_for_checks(["experiment=paper_lme_s", "llm=qwen3_32b_vllm_tp4"])
-    one = plan_config(plain, CARDS["h200"], 1)
+    roles = ModelRoles.of(run_settings(["experiment=paper_lme_s", "llm=qwen3_32b_vllm_tp4"]))
+    one = plan_config(roles, CARDS["h200"], 1)
     assert not one.fits and "tensor_parallel_size 4 needs 4 GPUs" in one.problems[0]
-    assert plan_config(plain, CARDS["h200"], 4).fits
+    assert plan_config(roles, CARDS["h200"], 4).fits
 
 
 def test_the_plans_table_is_current_and_every_shipped_experiment_fits_an_h200():
@@ -111,17 +111,18 @@ def test_engines_no_evaluation_role_uses_are_released_before_the_evaluation(monk
         def __init__(self, model):
             self.backend = type("Backend", (), {"model": model, "close": lambda _self: closed.append(model)})()
 
-    plain, _ = compose_for_checks(["experiment=paper_locomo_k10"])
-    build = plain["llm"]
+    plain = run_settings(["experiment=paper_locomo_k10"])
+    build = plain.llm
     other = {**build, "backend": {**build["backend"], "model": "Qwen/Qwen3-32B"}}
     monkeypatch.setattr(components, "_MODELS", {})
-    models = components.Models({**plain, "answer_llm": other, "selector_llm": other})
+    two = plain.model_copy(update={"answer_llm": other, "selector_llm": other})
+    models = components.Models(two.models())
     components._MODELS["llm:" + components.node_key(build)] = Client("Qwen/Qwen3-8B")
     components._MODELS["llm:" + components.node_key(other)] = Client("Qwen/Qwen3-32B")
     components._MODELS["embedder:{}"] = object()
-    assert models.release_unused(EVAL) == ["Qwen/Qwen3-8B"] and closed == ["Qwen/Qwen3-8B"]
+    assert models.release_unused(ModelRoles.of(two), EVAL) == ["Qwen/Qwen3-8B"] and closed == ["Qwen/Qwen3-8B"]
     assert list(components._MODELS) == ["llm:" + components.node_key(other), "embedder:{}"]
-    shared = components.Models(plain)  # answer_llm null = llm: the build engine answers, so it stays
+    shared = components.Models(plain.models())  # answer_llm null = llm: the build engine answers, so it stays
     components._MODELS["llm:" + components.node_key(build)] = Client("Qwen/Qwen3-8B")
-    assert shared.release_unused(EVAL) == ["Qwen/Qwen3-32B"]  # the other model: no role of this config uses it
+    assert shared.release_unused(ModelRoles.of(plain), EVAL) == ["Qwen/Qwen3-32B"]  # the other model: no role of this config uses it
     assert "llm:" + components.node_key(build) in components._MODELS

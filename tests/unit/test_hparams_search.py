@@ -59,6 +59,7 @@ def test_every_search_composes_and_keeps_the_built_memory(name):
     from omegaconf import OmegaConf
 
     from mnemis.app.jobs import build_address
+    from mnemis.settings import load_settings
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["experiment=quickstart", f"hparams_search={name}"],
@@ -71,8 +72,8 @@ def test_every_search_composes_and_keeps_the_built_memory(name):
     plain = OmegaConf.to_container(base, resolve=True)
     for key in params:  # every searched key exists, and none of them is a build key (the memory is built once)
         assert OmegaConf.select(base, key, default="<missing>") != "<missing>", key
-    assert build_address(plain) == build_address(OmegaConf.to_container(
-        compose_with(name, params), resolve=True))
+    assert build_address(load_settings(plain)) == build_address(load_settings(OmegaConf.to_container(
+        compose_with(name, params), resolve=True)))
 
 
 def compose_with(name: str, params: dict) -> object:

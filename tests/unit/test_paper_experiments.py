@@ -199,18 +199,19 @@ def test_targets_and_retrieval_sections_bind(overrides):
 
 def test_retrieval_sweeps_reuse_the_build_and_embedder_sweeps_do_not():
     from mnemis.app.jobs import build_address
+    from mnemis.settings import load_settings
 
-    base = build_address(_cfg(["experiment=paper_locomo_k10"]))
+    base = build_address(load_settings(_cfg(["experiment=paper_locomo_k10"])))
     same = [["experiment=paper_locomo_k30"], ["experiment=paper_locomo_baselines"], ["experiment=paper_locomo_mem0"],
             ["experiment=paper_locomo_k10", "reranker=qwen3_0_6b"],
             ["experiment=paper_locomo_k10", "retrieval.k=50"],
             *[["experiment=paper_locomo_k10", R + r] for r in ROUTES]]
     for ov in same:
-        assert build_address(_cfg(ov)) == base, ov
-    other = {build_address(_cfg(["experiment=paper_locomo_k10", R + "s1_rag", f"embedder={e}"]))
+        assert build_address(load_settings(_cfg(ov))) == base, ov
+    other = {build_address(load_settings(_cfg(["experiment=paper_locomo_k10", R + "s1_rag", f"embedder={e}"])))
              for e in ("minilm", "bge_m3", "embeddinggemma_300m")}
     assert len(other) == 3 and base not in other
-    assert build_address(_cfg(["experiment=paper_lme_s"])) != base
+    assert build_address(load_settings(_cfg(["experiment=paper_lme_s"]))) != base
 
 
 def test_route_files_name_the_setting_collect_derives():

@@ -123,13 +123,14 @@ def test_every_ablation_overlay_is_listed_and_tested():
 
 def test_ablation_sweeps_reuse_the_paper_build():
     from mnemis.app.jobs import build_address
+    from mnemis.settings import load_settings
 
-    base = build_address(_cfg(["experiment=paper_locomo_k10"]))
+    base = build_address(load_settings(_cfg(["experiment=paper_locomo_k10"])))
     for name in RETRIEVAL_ABLATIONS + ["answer_terse"]:
-        assert build_address(_cfg(["experiment=paper_locomo_k10", f"ablation={name}"])) == base
+        assert build_address(load_settings(_cfg(["experiment=paper_locomo_k10", f"ablation={name}"]))) == base
     for name in ("ingest_summaries_end", "hierarchy_parallel", "hierarchy_two_step", "hierarchy_top_width"):
         # build keys: a memory of their own
-        assert build_address(_cfg(["experiment=paper_locomo_k10", f"ablation={name}"])) != base
+        assert build_address(load_settings(_cfg(["experiment=paper_locomo_k10", f"ablation={name}"]))) != base
 
 
 def test_readme_lists_every_ablation():

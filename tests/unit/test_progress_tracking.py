@@ -7,6 +7,7 @@ import json
 from mnemis import progress
 from mnemis.eval.tracking import JsonlTracker, log_ledger, make_tracker, watch_progress
 from mnemis.models.ledger import Ledger
+from mnemis.settings import JsonlTrackerSettings, WandbTrackerSettings
 
 
 class Clock:
@@ -48,7 +49,7 @@ def test_a_line_every_interval_even_when_slow():
 
 
 def test_jsonl_tracker_logs_progress_ledger_and_names(tmp_path):
-    tracker = make_tracker({"name": "jsonl", "file": "t.jsonl", "run_name": "try1", "group": "sweepA"},
+    tracker = make_tracker(JsonlTrackerSettings(name="jsonl", file="t.jsonl", run_name="try1", group="sweepA"),
                            dir=str(tmp_path))
     assert isinstance(tracker, JsonlTracker)
     tracker.log_config({"seed": 0})
@@ -78,5 +79,6 @@ def test_wandb_gets_run_name_and_group(monkeypatch):
         config = None
 
     monkeypatch.setattr(wandb, "init", lambda **kw: seen.update(kw) or Run())
-    make_tracker({"name": "wandb", "project": "p", "mode": "offline", "run_name": "r", "group": "g", "tags": ["a"]})
+    make_tracker(WandbTrackerSettings(name="wandb", project="p", mode="offline", entity=None, run_name="r", group="g",
+                                      tags=["a"]))
     assert seen["name"] == "r" and seen["group"] == "g" and seen["tags"] == ["a"] and seen["mode"] == "offline"

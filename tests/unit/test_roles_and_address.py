@@ -13,7 +13,8 @@ import mnemis.app.jobs as jobs
 import mnemis.prompts.fingerprint as fp
 from mnemis.app.jobs import Models, build_address, build_view, run_command
 from mnemis.config import compose, to_plain
-from mnemis.roles import RoleError, check_roles, roles_summary, run_seeds
+from mnemis.roles import RoleError, check_roles, judge_specs, roles_summary, run_seeds
+from mnemis.settings import AnswerSettings, load_settings
 
 PAPER_EXPERIMENTS = ["paper_locomo_k10", "paper_locomo_k30", "paper_locomo_baselines", "paper_locomo_mem0",
                      "paper_lme_s"]
@@ -22,9 +23,10 @@ GPT = ["+llm@judge_llms.paper=openai_compat", "judge_llms.paper.backend.model=gp
 
 
 def _plain(overrides, command="run"):
+    """The run settings of ``overrides`` (as ``mnemis <command>`` reads them)."""
     plain = to_plain(compose(overrides))
     plain["command"] = command
-    return plain
+    return load_settings(plain)
 
 
 # ------------------------------------------------------------------------------------ composition
@@ -32,8 +34,8 @@ def _plain(overrides, command="run"):
 def test_paper_experiments_compose_with_paper_answering_and_judging(exp):
     plain = _plain([f"experiment={exp}", *GPT])
     check_roles(plain)
-    assert plain["fidelity"] == "paper" and plain["answer"]["prompt"] == "paper"
-    assert plain["answer"]["prompt_by_method"] == {"mem0": "mem0", "mem0g": "mem0"}
+    assert plain.fidelity == "paper" and plain.answer.prompt == "paper"
+    assert plain.answer.prompt_by_method == {"mem0": "mem0", "mem0g": "mem0"}
     roles = roles_summary(plain)
     judges = roles["judges"]
     if exp == "paper_lme_s":
@@ -48,7 +50,7 @@ def test_paper_experiments_compose_with_paper_answering_and_judging(exp):
 def test_quickstart_keeps_the_tuned_answering_and_says_it_is_self_judged():
     plain = _plain(["experiment=quickstart"])
     check_roles(plain)
-    assert plain["fidelity"] == "tuned" and plain["answer"]["prompt"] == "terse"
+    assert plain.fidelity == "tuned" and plain.answer.prompt == "terse"
     roles = roles_summary(plain)
     assert roles["judges"] == [{"name": "main", "llm": None, "criterion": "strict", "lme_format": "reasoned",
                                 "model": "VLLMBackend:smollm2-135m", "slot": "llm", "self_judged": True}]
@@ -85,8 +87,9 @@ def test_judging_with_the_model_under_test_is_explicit_and_reported():
 def test_roles_share_one_engine_when_configs_match():
     cfg = compose(["experiment=paper_locomo_k10", "llm=schema_fake", "judge_llms.paper=${llm}",
                    "+llm@answer_llm=schema_fake", "answer_llm.max_retries=1"])
-    models = Models(to_plain(cfg))
-    judges = models.judges()
+    settings = load_settings(to_plain(cfg))
+    models = Models(settings.models())
+    judges = models.judges(judge_specs(settings.judge))
     assert judges["generous"].llm is models.llm and judges["strict"].llm is models.llm
     assert judges["generous"].criterion == "generous" and judges["strict"].criterion == "strict"
     assert models.selector_llm is models.llm and models.answer_llm is not models.llm
@@ -108,7 +111,7 @@ def test_roles_answering_and_judging_are_not_build_keys_but_the_build_llm_is():
 def test_moving_the_cache_keeps_the_address():
     a = _plain(["experiment=quickstart", "paths.cache_dir=cache/one"])
     b = _plain(["experiment=quickstart", "paths.cache_dir=elsewhere/two"])
-    assert a["llm"]["cache_dir"] != b["llm"]["cache_dir"]
+    assert a.llm["cache_dir"] != b.llm["cache_dir"]
     assert build_address(a) == build_address(b) and build_view(a) == build_view(b)
     assert "cache_dir" not in json.dumps(build_view(a))
 
@@ -189,10 +192,11 @@ def test_mem0_memory_is_addressed_by_its_own_prompts(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------ seeds
 def test_seeds_option_validation():
-    assert run_seeds({"seed": 3}) == [3] and run_seeds({"seeds": [0, 2, 1]}) == [0, 2, 1]
+    greedy = AnswerSettings(prompt="terse", prompt_by_method={}, max_tokens=8, temperature=0.0)
+    assert run_seeds(3, None, greedy) == [3] and run_seeds(0, [0, 2, 1], greedy) == [0, 2, 1]
     for bad in (5, [], [0, 0], ["a"]):
         with pytest.raises(RoleError, match="seeds="):
-            run_seeds({"seeds": bad})
+            run_seeds(0, bad, greedy)
 
 
 def test_seeds_run_reports_mean_and_std(tmp_path, locomo_path):

@@ -111,3 +111,23 @@ def test_rag_uses_the_runs_system1_settings(tmp_path, monkeypatch):
     s = _settings("retrieval.k=7", "retrieval.system1.rrf_k=3")
     rag_contexts(None, None, [], s.retrieval.system1)
     assert seen["routes"] == "rag" and seen["k"] == 7 and seen["rrf_k"] == 3.0 and seen["graph_factor"] == 2
+
+
+def test_the_dataset_and_tracker_sections_are_records_of_their_name():
+    """One record per dataset and tracker (their keys only): a key of another dataset, a bad value or an unknown
+    name is reported with its path, not the union's tag."""
+    s = _settings("dataset=beam", "tracker=wandb")
+    assert (s.dataset.name, s.dataset.scale, s.tracker.name, s.tracker.mode) == ("beam", "100K", "wandb", "offline")
+    assert _settings("dataset=locomo_plus").dataset.include_locomo is True
+    with pytest.raises(SettingsError) as err:
+        _settings("dataset=beam", "+dataset.slice.bad=1", "dataset.unknown_types=zz", "tracker=wandb",
+                  "tracker.mode=sometimes", "+dataset.include_locomo=false")
+    assert sorted(err.value.problems) == [
+        "dataset.include_locomo: unknown key", "dataset.slice.bad: unknown key",
+        "dataset.unknown_types: Input should be 'error' or 'keep'",
+        "tracker.mode: Input should be 'offline', 'online' or 'disabled'"]
+    with pytest.raises(SettingsError, match=r"dataset: Input tag 'lme' found using 'name' does not match any of the "
+                                            r"expected tags: 'locomo', 'longmemeval'"):
+        _settings("dataset.name=lme")
+    with pytest.raises(SettingsError, match=r"mem0g\.graph_kind: Input should be 'triples' or 'graphiti'"):
+        _settings("mem0g.graph_kind=neo4j")

@@ -36,6 +36,7 @@ from mnemis.baselines.mem0.extract import (
 from mnemis.baselines.mem0.search import StoreRef, render_memories, search_memories
 from mnemis.baselines.mem0.store import Mem0Store
 from mnemis.baselines.mem0.update import GroupMemories, PairFacts, commit_update, update_step
+from mnemis.settings import Mem0Settings
 from mnemis.types import Dataset, Episode, RetrievedContext
 
 log = logging.getLogger(__name__)
@@ -99,18 +100,9 @@ class Mem0Config:
             raise ValueError(f"mem0 graph_kind must be one of {GRAPH_KINDS}, got {self.graph_kind!r}")
 
     @classmethod
-    def from_mapping(cls, cfg: Mapping[str, Any] | Mem0Config | None) -> Mem0Config:
-        """From plain config keys (``name``/``method`` are ignored); unknown keys raise ValueError."""
-        if isinstance(cfg, Mem0Config):
-            return cfg
-        data = {k: v for k, v in dict(cfg or {}).items() if k not in ("name", "method")}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown mem0 settings {unknown}; known: {sorted(known)}")
-        if "max_tokens" in data:
-            data["max_tokens"] = dict(data["max_tokens"])
-        return cls(**data)
+    def from_settings(cls, section: Mem0Settings) -> Mem0Config:
+        """From a run's ``mem0`` / ``mem0g`` settings section (its ``name`` is the method's, not a setting)."""
+        return cls(**{f.name: getattr(section, f.name) for f in fields(cls)})
 
     @property
     def method(self) -> str:
@@ -231,14 +223,14 @@ def _save_finished(work: Path, key: str, run: Mem0Run) -> None:
     tmp.replace(work / FINISHED_FILE)
 
 
-def run_mem0(dataset: Dataset, llm: Any, embedder: Any, cfg: Mapping[str, Any] | Mem0Config | None,
+def run_mem0(dataset: Dataset, llm: Any, embedder: Any, cfg: Mem0Settings | Mem0Config,
              work_dir: str | Path) -> Mem0Run:
     """Build (or resume) the Mem0 (``graph: false``) or Mem0g (``graph: true``) memory of ``dataset``
     under ``work_dir`` and retrieve and render the context of every question of ``dataset``.
 
     The end of a run (contexts, hits, counters) is recorded in ``finished.json``: a rerun on the same
     questions and settings returns it and sends no LLM request, even without the response cache."""
-    conf = Mem0Config.from_mapping(cfg)
+    conf = cfg if isinstance(cfg, Mem0Config) else Mem0Config.from_settings(cfg)
     work = Path(work_dir)
     key = _questions_key(dataset.questions, conf)
     finished = _load_finished(work, key, conf)

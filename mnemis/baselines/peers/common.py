@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from mnemis.models.llm.local_server import ServerUnavailable, add_server_counts, local_endpoint, server_counts
+from mnemis.settings import PeersSettings
 from mnemis.types import Dataset, Question
 
 log = logging.getLogger(__name__)
+WORKER_TIMEOUT_S = 6 * 3600.0  # a peer worker process without peers.timeout_s
 
 PEER_METHODS = ("graphiti", "mem0_oss")
 # the peers phone home by default; this harness runs offline and measures only the memory
@@ -107,19 +109,19 @@ class IngestProgress:
         tmp.replace(self.path)
 
 
-def request_timeout(peers: Mapping[str, Any]) -> float:
-    """Seconds a peer library waits for one LLM reply (``peers.request_timeout_s``)."""
-    value = peers.get("request_timeout_s", 3600)
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = -1.0
-    if seconds <= 0:
-        raise ValueError(f"peers.request_timeout_s must be a positive number of seconds, got {value!r}")
-    return seconds
+def request_timeout(peers: PeersSettings) -> float:
+    """Seconds a peer library waits for one LLM reply (``peers.request_timeout_s``, checked positive by the
+    settings)."""
+    return float(peers.request_timeout_s)
 
 
-def run_peer(method: str, data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any],
+def server_options(peers: PeersSettings) -> dict[str, Any]:
+    """The peers' settings as the local server's options (:func:`mnemis.models.llm.local_server.server_command`):
+    a key left unset (None) is left out, so the behaviour the settings document for it applies."""
+    return peers.model_dump(exclude_none=True)
+
+
+def run_peer(method: str, data: Dataset, questions: Sequence[Question], peers: PeersSettings,
              llm: Mapping[str, Any], embedder: Mapping[str, Any], reranker: Mapping[str, Any] | None,
              work: Path) -> PeerRun:
     """Ingest ``data``'s episodes into the peer library (in order, per group), then retrieve for ``questions``.
@@ -134,7 +136,7 @@ def run_peer(method: str, data: Dataset, questions: Sequence[Question], peers: M
         raise ValueError(f"unknown peer method {method!r}; choose one of {list(PEER_METHODS)}")
     work.mkdir(parents=True, exist_ok=True)
     try:
-        with local_endpoint(peers, llm) as (base_url, model):
+        with local_endpoint(server_options(peers), llm) as (base_url, model):
             before = server_counts(base_url)
             out = _in_worker(method, data, questions, peers, base_url, model, embedder, reranker, work)
             after = server_counts(base_url)
@@ -150,16 +152,16 @@ def _failed(method: str, questions: Sequence[Question], why: str) -> PeerRun:
     return PeerRun([""] * len(questions), {"error": why}, [why] * len(questions))
 
 
-def _in_worker(method: str, data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any], base_url: str,
+def _in_worker(method: str, data: Dataset, questions: Sequence[Question], peers: PeersSettings, base_url: str,
                model: str, embedder: Mapping[str, Any], reranker: Mapping[str, Any] | None, work: Path) -> PeerRun:
     job = {"method": method, "data": data.model_dump(mode="json"), "questions": [q.model_dump(mode="json")
                                                                                   for q in questions],
-           "peers": dict(peers), "base_url": base_url, "model": model, "embedder": dict(embedder),
+           "peers": peers.model_dump(mode="json"), "base_url": base_url, "model": model, "embedder": dict(embedder),
            "reranker": dict(reranker) if reranker else None, "work": str(work)}
     src, dst = work / "job.json", work / "result.json"
     src.write_text(json.dumps(job, default=str))
     dst.unlink(missing_ok=True)
-    timeout = float(peers.get("timeout_s") or 6 * 3600)
+    timeout = peers.timeout_s or WORKER_TIMEOUT_S
     try:
         proc = subprocess.run([sys.executable, "-m", "mnemis.baselines.peers.worker", str(src), str(dst)], check=False,
                               capture_output=True, text=True, timeout=timeout)

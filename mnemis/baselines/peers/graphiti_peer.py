@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import timezone
 from pathlib import Path
 from typing import Any
 
 from mnemis.baselines.peers.common import IngestProgress, PeerRun, request_timeout
 from mnemis.ingest.graphiti.clients import graphiti_clients, group_records, kuzu_fulltext_indexes
+from mnemis.settings import PeersSettings
 from mnemis.paths import child_path
 from mnemis.types import Dataset, Episode, Question
 
@@ -27,7 +28,7 @@ def _fact_line(edge: Any) -> str:
     return f"- {edge.fact} ({day(getattr(edge, 'valid_at', None))} – {end})"
 
 
-async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Question], peers: Mapping[str, Any],
+async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Question], peers: PeersSettings,
                  base_url: str, model: str, embedder: Any, reranker: Any, work: Path) -> dict[str, Any]:
     from graphiti_core import Graphiti
     from graphiti_core.driver.kuzu_driver import KuzuDriver
@@ -37,8 +38,8 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
     from graphiti_core.nodes import EntityNode, EpisodeType
     from openai import AsyncOpenAI
 
-    budget = int(peers.get("max_tokens", 1024))  # the client's own max_tokens (16,384 by default) wins over the config's
-    key = str(peers.get("api_key") or "EMPTY")
+    budget = peers.max_tokens  # the client's own max_tokens (16,384 by default) wins over the config's
+    key = peers.api_key or "EMPTY"
     client = AsyncOpenAI(api_key=key, base_url=base_url, timeout=request_timeout(peers))
     llm = OpenAIGenericClient(config=LLMConfig(api_key=key, model=model, small_model=model, base_url=base_url,
                                                temperature=0.0, max_tokens=budget), max_tokens=budget, client=client)
@@ -70,7 +71,7 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
     t1 = time.perf_counter()
     for q in questions:
         try:
-            found = await graph.search(q.question, group_ids=[group], num_results=int(peers.get("k", 10)))
+            found = await graph.search(q.question, group_ids=[group], num_results=peers.k)
             contexts.append("\n".join(_fact_line(e) for e in found))
             q_fail.append(None)
         except Exception as exc:  # noqa: BLE001
@@ -89,7 +90,7 @@ async def _group(group: str, episodes: Sequence[Episode], questions: Sequence[Qu
         "search_wall_s": round(time.perf_counter() - t1, 1)}}
 
 
-def run_graphiti(data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any], base_url: str, model: str,
+def run_graphiti(data: Dataset, questions: Sequence[Question], peers: PeersSettings, base_url: str, model: str,
                  embedder: Any, reranker: Any, work: Path) -> PeerRun:
     by_group: dict[str, list[Episode]] = {}
     for e in data.episodes:

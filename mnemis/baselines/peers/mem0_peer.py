@@ -6,11 +6,12 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from mnemis.baselines.peers.common import IngestProgress, PeerRun, request_timeout
+from mnemis.settings import PeersSettings
 from mnemis.paths import child_path
 from mnemis.types import Dataset, Episode, Question
 
@@ -30,7 +31,7 @@ class _OurEmbedding:
         return [v.tolist() for v in self.embedder.encode([str(t) for t in texts])]
 
 
-def _memory(group: str, peers: Mapping[str, Any], base_url: str, model: str, embedder: Any, dim: int,
+def _memory(group: str, peers: PeersSettings, base_url: str, model: str, embedder: Any, dim: int,
             work: Path) -> Any:
     os.environ.setdefault("MEM0_DIR", str(work / "mem0-home"))
     from mem0 import Memory
@@ -41,9 +42,9 @@ def _memory(group: str, peers: Mapping[str, Any], base_url: str, model: str, emb
     config = {
         "vector_store": {"provider": "faiss", "config": {"collection_name": folder.name, "path": str(folder / "faiss"),
                                                          "embedding_model_dims": dim, "distance_strategy": "cosine"}},
-        "llm": {"provider": "openai", "config": {"model": model, "api_key": str(peers.get("api_key") or "EMPTY"),
+        "llm": {"provider": "openai", "config": {"model": model, "api_key": peers.api_key or "EMPTY",
                                                  "openai_base_url": base_url, "temperature": 0.0,
-                                                 "max_tokens": int(peers.get("max_tokens", 1024))}},
+                                                 "max_tokens": peers.max_tokens}},
         "embedder": {"provider": "openai", "config": {"api_key": "EMPTY", "embedding_dims": dim}},  # replaced below
         "history_db_path": str(folder / "history.db"),
     }
@@ -62,7 +63,7 @@ def _sessions(episodes: Sequence[Episode]) -> list[list[Episode]]:
     return list(out.values())
 
 
-def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: Mapping[str, Any], base_url: str, model: str,
+def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: PeersSettings, base_url: str, model: str,
                  embedder: Any, reranker: Any, work: Path) -> PeerRun:
     dim = int(embedder.encode(["dimension probe"]).shape[1])
     by_group: dict[str, list[Episode]] = {}
@@ -70,7 +71,7 @@ def run_mem0_oss(data: Dataset, questions: Sequence[Question], peers: Mapping[st
         by_group.setdefault(e.group_id, []).append(e)
     index = {q.id: i for i, q in enumerate(questions)}
     contexts, q_fail = [""] * len(questions), ["not searched"] * len(questions)
-    k = int(peers.get("k", 10))
+    k = peers.k
     groups: dict[str, Any] = {}
     for g, eps in by_group.items():
         qs = [q for q in questions if q.group_id == g]

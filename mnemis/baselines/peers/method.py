@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mnemis.address import config_hash, drop_fields
+from mnemis.address import config_hash, drop_fields, values
 from mnemis.baselines.peers.common import PEER_METHODS, run_peer
 from mnemis.method import Method, MethodContexts, json_file
 from mnemis.types import Question
@@ -26,9 +26,9 @@ class PeerMethod(Method):
 
     def contexts(self, questions: Sequence[Question]) -> MethodContexts:
         run, s = self.run, self.run.settings
-        view = {"method": self.name, "peers": drop_fields(s.peers, frozenset({"server_log"})),
-                "dataset": s.dataset, "llm": s.llm, "embedder": s.embedder}
+        view = {"method": self.name, "peers": drop_fields(values(s.peers), frozenset({"server_log"})),
+                "dataset": values(s.dataset), "llm": s.llm, "embedder": s.embedder}
         work = run.memory_dir / f"{self.name}-{config_hash(view, sorted(view))}"
         reranker = s.reranker if self.name == "graphiti" else None  # built in the peer's own process
-        out = run_peer(self.name, run.data, questions, s.peers or {}, s.llm, s.embedder, reranker, work)
+        out = run_peer(self.name, run.data, questions, s.peers, s.llm, s.embedder, reranker, work)
         return MethodContexts(out.contexts, files={f"{self.name}_stats.json": json_file(out.summary())})

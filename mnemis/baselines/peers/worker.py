@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from mnemis.settings import instantiate
+    from mnemis.settings import PeersSettings, instantiate
     from mnemis.types import Dataset, Question
 
     job = json.loads(Path(argv[0]).read_text())
@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
         from mnemis.baselines.peers.graphiti_peer import run_graphiti as run
     else:
         from mnemis.baselines.peers.mem0_peer import run_mem0_oss as run
-    out = run(data, questions, job["peers"], job["base_url"], job["model"], embedder, reranker, Path(job["work"]))
+    out = run(data, questions, PeersSettings.model_validate(job["peers"]), job["base_url"], job["model"], embedder, reranker, Path(job["work"]))
     Path(argv[1]).write_text(json.dumps({"contexts": out.contexts, "stats": out.stats,
                                          "question_failures": out.question_failures}, default=str))
     return 0

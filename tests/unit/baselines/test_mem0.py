@@ -162,12 +162,10 @@ def test_run_mem0_retrieves_and_renders_with_timestamps(tmp_path):
     qs = [Question(group_id="a", id="a:q0", question="What does Bob play?", answer="golf", category="single-hop")]
     data = Dataset(name="t", groups=["a"], episodes=eps, questions=qs)
     llm, _ = make_llm(Decider())
-    run = run_mem0(data, llm, HashingEmbedder(), {"k": 1, "summary_every": 0, "name": "mem0"}, tmp_path)
+    run = run_mem0(data, llm, HashingEmbedder(), Mem0Config(k=1, summary_every=0), tmp_path)
     assert run.method == "mem0" and len(run.contexts) == 1
     assert run.contexts[0] == "[2023/05/08 (Mon) 13:01] Bob plays golf on Sundays"
     assert [h.id for h in run.retrieved[0].episodes] == ["a:D1:1", "a:D1:2"]  # both messages of the pair
-    with pytest.raises(ValueError, match="unknown mem0 settings"):
-        Mem0Config.from_mapping({"kk": 3})
     with pytest.raises(ValueError, match="unknown stages"):
         Mem0Config(max_tokens={"mem0_extrct": 3})
     assert Mem0Config(max_tokens={"mem0_update": 7}).max_tokens == {**DEFAULT_MAX_TOKENS, "mem0_update": 7}
@@ -181,7 +179,7 @@ def test_a_finished_mem0_run_is_recorded_and_a_rerun_sends_nothing(tmp_path):
     eps = episodes("a", [("Ann", "Ann likes green tea"), ("Bob", "Bob plays golf on Sundays")])
     qs = [Question(group_id="a", id="a:q0", question="What does Bob play?", answer="golf", category="single-hop")]
     data = Dataset(name="t", groups=["a"], episodes=eps, questions=qs)
-    cfg = {"k": 1, "summary_every": 0}
+    cfg = Mem0Config(k=1, summary_every=0)
     llm, backend = make_llm(Decider())
     first = run_mem0(data, llm, HashingEmbedder(), cfg, tmp_path)
     assert backend.batches and (tmp_path / "finished.json").exists()
@@ -190,10 +188,10 @@ def test_a_finished_mem0_run_is_recorded_and_a_rerun_sends_nothing(tmp_path):
     assert backend2.batches == []
     assert again.contexts == first.contexts and again.stats == first.stats
     assert [r.model_dump() for r in again.retrieved] == [r.model_dump() for r in first.retrieved]
-    wider = run_mem0(data, llm2, HashingEmbedder(), {**cfg, "k": 2}, tmp_path)  # new settings: searched again
+    wider = run_mem0(data, llm2, HashingEmbedder(), Mem0Config(k=2, summary_every=0), tmp_path)  # new settings: searched again
     assert backend2.batches == [] and len(wider.contexts[0].splitlines()) == 2  # the built memory is reused
     (tmp_path / "finished.json").write_text("{torn")
-    assert run_mem0(data, llm2, HashingEmbedder(), {**cfg, "k": 2}, tmp_path).contexts == wider.contexts
+    assert run_mem0(data, llm2, HashingEmbedder(), Mem0Config(k=2, summary_every=0), tmp_path).contexts == wider.contexts
 
 
 # ------------------------------------------------------------------ Mem0g, "graphiti" ablation
@@ -260,7 +258,7 @@ def test_run_mem0g_adds_relations_to_the_context(tmp_path):
         return graph_responder(req) if req.stage.startswith("mem0g_") else decider(req)
 
     llm, _ = make_llm(responder)
-    run = run_mem0(data, llm, HashingEmbedder(), {"graph": True, "graph_kind": "graphiti", "k": 2, "summary_every": 0},
+    run = run_mem0(data, llm, HashingEmbedder(), Mem0Config(graph=True, graph_kind="graphiti", k=2, summary_every=0),
                    tmp_path)
     assert run.method == "mem0g"
     memories, relations = run.contexts[0].split("\n\nRelations:\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mnemis.baselines.mem0.pipeline import Mem0Config
+from mnemis.settings import Mem0Settings
 from tests.helpers.compose import plain_config
 
 
@@ -13,12 +14,17 @@ def _cfg(overrides: list[str]) -> dict:
     return plain_config(overrides)
 
 
+def _mem0(section: dict) -> Mem0Config:
+    """The Mem0 baseline's record of a composed ``mem0`` / ``mem0g`` section (validated as the run validates it)."""
+    return Mem0Config.from_settings(Mem0Settings.model_validate(section))
+
+
 def test_defaults_are_one_store_per_conversation_k10():
     cfg = _cfg([])
     for m in ("mem0", "mem0g"):
-        c = Mem0Config.from_mapping(cfg[m])
+        c = _mem0(cfg[m])
         assert (c.per_speaker, c.k, c.m, c.s, c.pair_size) == (False, 10, 10, 10, 2)
-    assert Mem0Config.from_mapping(cfg["mem0g"]).graph_kind == "triples"
+    assert _mem0(cfg["mem0g"]).graph_kind == "triples"
     assert cfg["fidelity"] == "tuned"
 
 
@@ -27,7 +33,7 @@ def test_defaults_are_one_store_per_conversation_k10():
                                        ["experiment=paper_locomo_mem0", "dataset=longmemeval_s", "judge=longmemeval"]])
 def test_paper_mode_is_the_mem0_evaluation(overrides):
     cfg = _cfg(overrides)
-    mem0, mem0g = Mem0Config.from_mapping(cfg["mem0"]), Mem0Config.from_mapping(cfg["mem0g"])
+    mem0, mem0g = _mem0(cfg["mem0"]), _mem0(cfg["mem0g"])
     assert (mem0.per_speaker, mem0.k, mem0.graph) == (True, 30, False)
     assert (mem0g.per_speaker, mem0g.k, mem0g.graph, mem0g.graph_kind) == (True, 30, True, "triples")
     assert (mem0.m, mem0.s, mem0.pair_size) == (10, 10, 2)
@@ -41,8 +47,8 @@ def test_paper_mode_is_the_mem0_evaluation(overrides):
 
 def test_ablations_compose_on_top_of_paper_mode():
     cfg = _cfg(["experiment=paper_locomo_mem0", "mem0g.graph_kind=graphiti", "mem0.per_speaker=false", "mem0.k=10"])
-    assert Mem0Config.from_mapping(cfg["mem0g"]).graph_kind == "graphiti"
-    mem0 = Mem0Config.from_mapping(cfg["mem0"])
+    assert _mem0(cfg["mem0g"]).graph_kind == "graphiti"
+    mem0 = _mem0(cfg["mem0"])
     assert (mem0.per_speaker, mem0.k) == (False, 10)
 
 
@@ -61,4 +67,4 @@ def test_readme_commands_compose():
         cfg = _cfg(args)
         for m in cfg["methods"]:
             if m in ("mem0", "mem0g"):
-                Mem0Config.from_mapping(cfg[m])
+                _mem0(cfg[m])

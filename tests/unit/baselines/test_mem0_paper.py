@@ -210,7 +210,7 @@ def test_per_speaker_stores_mine_own_messages_and_search_k_each(tmp_path):
     qs = [Question(group_id="g", id="g:q", question="What does Bob play?", answer="golf", category="single-hop")]
     llm, backend = make_llm(responder)
     run = run_mem0(Dataset(name="t", groups=["g"], episodes=eps, questions=qs), llm, HashingEmbedder(),
-                   {"per_speaker": True, "k": 2, "summary_every": 0}, tmp_path)
+                   Mem0Config(per_speaker=True, k=2, summary_every=0), tmp_path)
     store = Mem0Store(tmp_path / "mem0.sqlite")
     assert sorted(live(store, "g::Ann")) == ["Ann hates golf", "Ann likes green tea", "Ann runs marathons"]
     assert sorted(live(store, "g::Bob")) == ["Bob owns a cat", "Bob plays golf"]

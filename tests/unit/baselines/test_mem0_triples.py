@@ -60,7 +60,7 @@ QS = [Question(group_id="g", id="g:q", question="Where does Caroline live?", ans
 def test_typed_nodes_bare_triples_and_soft_invalidation(tmp_path):
     llm, backend = make_llm(graph_responder)
     data = Dataset(name="t", groups=["g"], episodes=episodes("g", TURNS), questions=QS)
-    run = run_mem0(data, llm, HashingEmbedder(), {"graph": True, "k": 2, "summary_every": 0, "pair_size": 1}, tmp_path)
+    run = run_mem0(data, llm, HashingEmbedder(), Mem0Config(graph=True, k=2, summary_every=0, pair_size=1), tmp_path)
     store = Mem0Store(tmp_path / "mem0.sqlite")
     nodes = {n.name: n for n in store.nodes("g")}
     assert {(n, x.type) for n, x in nodes.items()} == {("Caroline", "person"), ("Boston", "city"),
@@ -88,7 +88,7 @@ def test_typed_nodes_bare_triples_and_soft_invalidation(tmp_path):
 def test_graph_per_speaker_store_and_rendering(tmp_path):
     llm, _ = make_llm(graph_responder)
     data = Dataset(name="t", groups=["g"], episodes=episodes("g", TURNS), questions=QS)
-    run = run_mem0(data, llm, HashingEmbedder(), {"graph": True, "per_speaker": True, "k": 2, "summary_every": 0},
+    run = run_mem0(data, llm, HashingEmbedder(), Mem0Config(graph=True, per_speaker=True, k=2, summary_every=0),
                    tmp_path)
     store = Mem0Store(tmp_path / "mem0.sqlite")
     assert {n.name for n in store.nodes("g::Caroline")} >= {"Caroline", "Boston", "Austin"}

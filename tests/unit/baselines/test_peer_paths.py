@@ -48,10 +48,11 @@ def test_the_mem0_peer_keeps_a_hostile_group_inside_its_work_dir(tmp_path, monke
     monkeypatch.setenv("MEM0_DIR", str(tmp_path / "work" / "mem0-home"))
     from mnemis.baselines.peers.mem0_peer import _memory
     from mnemis.models.embed import HashingEmbedder
+    from tests.helpers.compose import run_settings
 
     work = tmp_path / "work"
     for group in ("../evil", "conv-26"):
-        _memory(group, {}, "http://127.0.0.1:9/v1", "m", HashingEmbedder(8), 8, work)
+        _memory(group, run_settings([]).peers, "http://127.0.0.1:9/v1", "m", HashingEmbedder(8), 8, work)
         store = made["config"]["vector_store"]["config"]
         for p in (store["path"], made["config"]["history_db_path"]):
             assert Path(p).resolve().is_relative_to(work.resolve()), p

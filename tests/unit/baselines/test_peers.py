@@ -17,6 +17,7 @@ import pytest
 from mnemis.baselines.peers import run_peer
 from mnemis.models.llm.scripted import minimal_instance
 from mnemis.types import Dataset, Episode, Question
+from tests.helpers.compose import changed, run_settings
 
 T0 = datetime(2024, 5, 1, 10, 0)
 HASH = {"_target_": "mnemis.models.embed.HashingEmbedder", "dim": 64}  # built in the peer's worker process
@@ -83,10 +84,15 @@ class FakeServer:
         self.httpd.shutdown()
 
 
+def _peers(**changes):
+    """The composed ``peers`` settings with ``changes``."""
+    return changed(run_settings([]).peers, **changes)
+
+
 def test_unknown_method_is_an_error(tmp_path):
     data, qs = _data()
     with pytest.raises(ValueError, match="unknown peer method"):
-        run_peer("zep", data, qs, {"base_url": "http://x/v1"}, {}, HASH, None, tmp_path)
+        run_peer("zep", data, qs, _peers(base_url="http://x/v1"), {}, HASH, None, tmp_path)
 
 
 @pytest.mark.parametrize("method,module", [("graphiti", "graphiti_core"), ("mem0_oss", "mem0")])
@@ -96,7 +102,7 @@ def test_a_missing_library_costs_contexts_not_the_run(tmp_path, monkeypatch, met
     (shadow / f"{module}.py").write_text("raise ImportError('not installed (test)')\n")
     monkeypatch.setenv("PYTHONPATH", f"{shadow}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     data, qs = _data()
-    run = run_peer(method, data, qs, {"base_url": "http://127.0.0.1:9/v1", "model": "m"}, {}, HASH, None, tmp_path)
+    run = run_peer(method, data, qs, _peers(base_url="http://127.0.0.1:9/v1", model="m"), {}, HASH, None, tmp_path)
     assert run.contexts == ["", ""] and len(run.question_failures) == 2
     assert all(run.question_failures) and run.summary()["question_failures"] == 2
     assert "not installed (test)" in json.dumps(run.stats)
@@ -110,7 +116,7 @@ def test_peer_runs_end_to_end_against_an_openai_compatible_endpoint(tmp_path, me
     data, qs = _data()
     server = FakeServer()
     try:
-        run = run_peer(method, data, qs, {"base_url": server.url, "model": "peer", "k": 5}, {}, HASH, None, tmp_path)
+        run = run_peer(method, data, qs, _peers(base_url=server.url, model="peer", k=5), {}, HASH, None, tmp_path)
     finally:
         server.close()
     assert len(run.contexts) == 2 and server.requests > 0
@@ -134,7 +140,7 @@ def test_a_resumed_ingestion_reports_the_whole_ingestion(tmp_path, method):
         pytest.importorskip("kuzu")
     data, qs = _data()
     server = FakeServer(reply="this is not JSON")
-    peers = {"base_url": server.url, "model": "peer", "k": 5}
+    peers = _peers(base_url=server.url, model="peer", k=5)
     try:
         first = run_peer(method, data, qs, peers, {}, HASH, None, tmp_path).summary()["groups"]["g1"]
         calls = server.requests
@@ -162,7 +168,7 @@ def test_the_request_timeout_reaches_the_library(tmp_path, method):
         pytest.importorskip("kuzu")
     data, qs = _data()
     server = FakeServer(delay_s=3.0)
-    peers = {"base_url": server.url, "model": "peer", "k": 5, "request_timeout_s": 0.3}
+    peers = _peers(base_url=server.url, model="peer", k=5, request_timeout_s=0.3)
     try:
         group = run_peer(method, data, qs, peers, {}, HASH, None, tmp_path).summary()["groups"]["g1"]
     finally:
@@ -175,10 +181,10 @@ def test_the_request_timeout_reaches_the_library(tmp_path, method):
 def test_request_timeout_must_be_positive():
     from mnemis.baselines.peers.common import request_timeout
 
-    assert request_timeout({}) == 3600.0 and request_timeout({"request_timeout_s": "90"}) == 90.0
+    assert request_timeout(_peers()) == 3600.0 and request_timeout(_peers(request_timeout_s="90")) == 90.0
     for bad in (0, -5, "soon", None):
-        with pytest.raises(ValueError, match="peers.request_timeout_s"):
-            request_timeout({"request_timeout_s": bad})
+        with pytest.raises(ValueError, match="request_timeout_s"):
+            _peers(request_timeout_s=bad)
 
 
 def test_ingest_progress_saves_each_step_and_reads_older_files(tmp_path):
@@ -274,17 +280,16 @@ def test_failures_are_counted_by_type_with_a_few_examples():
 
 
 def test_server_command_sizes_the_window_and_allows_a_long_one_only_when_asked():
+    from mnemis.baselines.peers.common import server_options
     from mnemis.models.llm.local_server import server_command
 
-    cmd, env = server_command({"max_model_len": 16384, "kv_cache_memory_bytes": 512}, "/m", 8123)
+    cmd, env = server_command(server_options(_peers(max_model_len=16384, kv_cache_memory_bytes=512)), "/m", 8123)
     assert cmd[cmd.index("--max-model-len") + 1] == "16384" and cmd[cmd.index("--port") + 1] == "8123"
     assert cmd[cmd.index("--kv-cache-memory-bytes") + 1] == "512" and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in env
-    _, env = server_command({"allow_long_context": True}, "/m", 1)
+    _, env = server_command(server_options(_peers(allow_long_context=True)), "/m", 1)
     assert env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
-    from mnemis.config import compose, to_plain
-
-    assert to_plain(compose(["experiment=quickstart"]))["peers"]["allow_long_context"] is True
-    assert to_plain(compose([]))["peers"]["allow_long_context"] is False
+    assert run_settings(["experiment=quickstart"]).peers.allow_long_context is True
+    assert run_settings([]).peers.allow_long_context is False
 
 
 def test_a_server_that_never_comes_up_is_stopped_and_the_next_method_starts_its_own(monkeypatch, tmp_path):

@@ -12,6 +12,7 @@ import pytest
 from mnemis.data.beam import ABILITIES, chat_ids, load_beam, split_marker
 from mnemis.data.errors import DataError
 from mnemis.data.load import load_dataset
+from tests.helpers.compose import dataset_settings
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "beam"
 SHARED_100K = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "beam" / "100K"
@@ -77,14 +78,14 @@ def test_markers_and_chat_ids():
 
 
 def test_load_dataset_slices_beam_by_episodes():
-    data = load_dataset("beam", str(FIX / "100K"), groups=["beam-100K-1"], episodes=[1, 3],
-                        options={"scale": "100K"})
+    data = load_dataset(dataset_settings("beam", path=str(FIX / "100K"),
+                                         slice={"groups": ["beam-100K-1"], "episodes": [1, 3]}))
     assert [e.source_id for e in data.episodes] == ["M0", "M1", "M2"]
     assert [q.category for q in data.questions] == ["information_extraction", "preference_following"]
     with pytest.raises(DataError, match="dataset.scale"):
-        load_dataset("beam", str(FIX / "100K"), options={"scale": "2M"})
+        load_dataset(dataset_settings("beam", path=str(FIX / "100K"), scale="2M"))
     with pytest.raises(DataError, match="dataset.slice.episodes"):
-        load_dataset("beam", str(FIX / "100K"), episodes=[3, 1], options={"scale": "100K"})
+        load_dataset(dataset_settings("beam", path=str(FIX / "100K"), slice={"episodes": [3, 1]}))
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -150,7 +151,8 @@ def test_located_files_are_checked_against_their_sums(tmp_path, monkeypatch):
     shutil.copytree(FIX / "100K", home / "beam" / "1M")
     monkeypatch.setitem(beam_files.COUNTS, "1M", 2)
     dirs = DataDirs(home, (home,))
-    assert load_dataset("beam", None, data_dirs=dirs, options={"scale": "1M"}).warnings == {}  # no sums recorded yet
+    one_m = dataset_settings("beam", scale="1M")
+    assert load_dataset(one_m, data_dirs=dirs).warnings == {}  # no sums recorded yet
     (home / "beam" / "1M" / "SHA256SUMS").write_text("0" * 64 + "  1/chat.json\n")
-    data = load_dataset("beam", None, data_dirs=dirs, options={"scale": "1M"})
+    data = load_dataset(one_m, data_dirs=dirs)
     assert data.warnings == {"checksum_mismatch": 1} and data.groups == ["beam-1M-1", "beam-1M-2"]

@@ -11,6 +11,7 @@ import pytest
 from mnemis.data.errors import DataError
 from mnemis.data.load import load_dataset
 from mnemis.data.locomo_plus import assign_conversations, dialogue_lines, gap_days, load_locomo_plus
+from tests.helpers.compose import dataset_settings
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "locomo_plus"
 LOCOMO, PLUS = FIX / "locomo_mini.json", FIX / "locomo_plus_mini.json"
@@ -68,8 +69,8 @@ def test_seeded_draw_is_reproducible_and_part_of_the_config():
     assert assign_conversations(3, groups, assign="cycle") == ["conv-0", "conv-1", "conv-2"]
     with pytest.raises(DataError, match="dataset.assign"):
         assign_conversations(3, groups, assign="shuffle")
-    d0 = load_dataset("locomo_plus", str(PLUS), options={"locomo_path": str(LOCOMO), "seed": 0,
-                                                         "include_locomo": False})
+    d0 = load_dataset(dataset_settings("locomo_plus", path=str(PLUS), locomo_path=str(LOCOMO), seed=0,
+                                       include_locomo=False))
     assert d0.groups == ["plus-0", "plus-1", "plus-2"]
     draws = {tuple(q.meta["locomo_group"] for q in load_locomo_plus(PLUS, locomo_path=LOCOMO, seed=s).questions
                    if q.category == "cognitive") for s in range(6)}

@@ -14,6 +14,7 @@ from mnemis.data.load import load_dataset
 from mnemis.data.longmemeval import load_longmemeval
 from mnemis.data.longmemeval_m import load_longmemeval_m
 from mnemis.data.shard import restrict_dataset
+from tests.helpers.compose import dataset_settings
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "longmemeval_mini.json"
 
@@ -77,7 +78,7 @@ def test_streamed_loader_matches_the_s_loader_and_selects(tmp_path):
     assert load_longmemeval_m(FIXTURE, groups=["gpt4_2f8be40d"]).groups == ["gpt4_2f8be40d"]
     for spec in ("0/2", "1/2"):  # the shard rule of mnemis.data.shard, applied while streaming
         assert load_longmemeval_m(FIXTURE, shard=spec).groups == restrict_dataset(full, spec).groups
-    via = load_dataset("longmemeval_m", str(FIXTURE), max_groups=2, shard="1/2")
+    via = load_dataset(dataset_settings("longmemeval_m", path=str(FIXTURE), slice={"max_groups": 2}), shard="1/2")
     assert via.groups == ["e47becba"]  # sorted ids 0a99..., e47b...: shard 1 of 2 is the second
     with pytest.raises(DataError, match="unknown group ids"):
         load_longmemeval_m(FIXTURE, groups=["nope"])

@@ -70,8 +70,8 @@ def test_restrict_dataset_partitions_episodes_and_questions():
 
 def test_tags_and_addresses():
     assert shard_tag("2/8") == "shard-2-of-8" and shard_tag(None) == ""
-    assert sharded_address("abc", {"shard": "1/4"}) == "abc-shard-1-of-4"
-    assert sharded_address("abc", {"shard": None}) == "abc"
+    assert sharded_address("abc", "1/4") == "abc-shard-1-of-4"
+    assert sharded_address("abc", None) == "abc"
     assert shard_specs(3) == ["0/3", "1/3", "2/3"]
     with pytest.raises(ShardSpecError):
         shard_specs(0)

@@ -14,6 +14,7 @@ import pytest
 from mnemis.data import sources
 from mnemis.data.errors import DataError
 from mnemis.data.sources import DataDirs, Source, Upstream, fetch, locate, reshape_judge_stress
+from mnemis.settings import PathsSettings
 from tests.helpers.localserve import closed_port_url, serve
 
 REPO = Path(__file__).resolve().parents[3]
@@ -125,7 +126,8 @@ def test_locate_prefers_a_present_file_then_fetches_on_first_use(tmp_path, fake_
 def test_data_dirs_follow_env_and_config(tmp_path, monkeypatch):
     monkeypatch.setenv("MNEMIS_DATA_DIR", str(tmp_path / "env"))
     assert DataDirs.from_config().home == tmp_path / "env"
-    dirs = DataDirs.from_paths({"data_dir": str(tmp_path / "cfg"), "shared_data_dir": str(tmp_path / "x")})
+    dirs = DataDirs.from_paths(PathsSettings(data_dir=str(tmp_path / "cfg"), shared_data_dir=str(tmp_path / "x"),
+                                             artifacts_dir="a", cache_dir="c"))
     assert dirs.home == tmp_path / "cfg" and dirs.search[:2] == (tmp_path / "cfg", tmp_path / "x")
     assert dirs.search[-1] == sources.REPO_SHARED_DATA  # found from the package, not the cwd
 

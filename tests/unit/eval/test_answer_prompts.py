@@ -17,6 +17,7 @@ from mnemis.prompts.answer import (
     extract_answer,
     read_answer,
 )
+from mnemis.settings import AnswerSettings
 from tests.helpers.eval import make_question, scripted_llm
 
 
@@ -24,16 +25,20 @@ def _text(msgs):
     return "\n".join(m["content"] for m in msgs)
 
 
+def _answer(prompt, by_method):
+    return AnswerSettings(prompt=prompt, prompt_by_method=by_method, max_tokens=256, temperature=0.0)
+
+
 def test_registry_and_per_method_override():
     assert ANSWER_PROMPTS == {"terse": ANSWER, "paper": ANSWER_PAPER, "mem0": ANSWER_MEM0}
-    cfg = {"prompt": "paper", "prompt_by_method": {"mem0": "mem0", "mem0g": "mem0"}}
+    cfg = _answer("paper", {"mem0": "mem0", "mem0g": "mem0"})
     assert answer_prompt_for(cfg, "mnemis") is ANSWER_PAPER and answer_prompt_for(cfg, "rag") is ANSWER_PAPER
     assert answer_prompt_for(cfg, "mem0") is ANSWER_MEM0 and answer_prompt_for(cfg, "mem0g") is ANSWER_MEM0
-    assert answer_prompt_for({}, "mnemis") is ANSWER and answer_prompt_for(None, "rag") is ANSWER
+    assert answer_prompt_for(_answer("terse", {}), "mnemis") is ANSWER
     with pytest.raises(ValueError, match=r"answer\.prompt='long'"):
         answer_prompt("long")
     with pytest.raises(ValueError, match=r"answer\.prompt_by_method\.mem0='official'"):
-        answer_prompt_for({"prompt": "paper", "prompt_by_method": {"mem0": "official"}}, "mem0")
+        answer_prompt_for(_answer("paper", {"mem0": "official"}), "mem0")
     assert len({p.key for p in ANSWER_PROMPTS.values()}) == 3  # distinct cache / ledger identities
 
 

@@ -15,6 +15,7 @@ from mnemis.eval.harness import evaluate_method, finalize_run
 from mnemis.eval.records import read_records
 from mnemis.prompts.judge_beam import RUBRIC_SYSTEM, SAME_SYSTEM
 from mnemis.types import Question
+from mnemis.settings import GradedSettings
 from tests.helpers.eval import make_question, scripted_llm, verdict
 
 RUBRIC_SCORES = {"states the date": 1.0, "names the place": 0.5, "avoids jargon": 0.0}
@@ -58,10 +59,10 @@ def test_rubric_mean_and_the_floor_rule():
     assert res[0]["details"]["rubric_mean_floor"] == pytest.approx(1 / 3)  # BEAM's int(): the 0.5 counts 0
     assert res[1]["score"] is None and res[1]["details"]["rubric_items"] == [1.0, None]  # unusable reply
     assert len(backend.batches) == 1  # every item of every question in one generate
-    floor = score_graded({"main": scripted_llm(judge_reply)[0]}, qs[:1], ["x"], settings={"partial": "floor"})
+    floor = score_graded({"main": scripted_llm(judge_reply)[0]}, qs[:1], ["x"], settings=GradedSettings(partial="floor"))
     assert floor["main"][0]["score"] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="partial"):
-        score_graded({"main": llm}, qs[:1], ["x"], settings={"partial": "round"})
+        score_graded({"main": llm}, qs[:1], ["x"], settings=GradedSettings(partial="round"))
 
 
 def test_event_ordering_by_hand():
@@ -86,7 +87,7 @@ def test_cognitive_labels_empty_answers_and_partial():
     assert res[0]["details"]["label"] == "correct" and res[2]["details"] == {"reason": "no answer"}
     assert len(backend.requests) == 2  # the empty answer is never sent
     partial = scripted_llm(lambda r: {"reasoning": "vague link", "label": "partial"})[0]
-    assert score_graded({"j": partial}, [cue_q(0, "p0")], ["hm"], settings={"cognitive_partial": True}
+    assert score_graded({"j": partial}, [cue_q(0, "p0")], ["hm"], settings=GradedSettings(cognitive_partial=True)
                         )["j"][0]["score"] == 0.5
     binary = score_graded({"j": partial}, [cue_q(0, "p0")], ["hm"])["j"][0]
     assert binary["score"] is None  # the binary schema refuses "partial": a counted failure

@@ -9,6 +9,7 @@ from mnemis.config import compose, to_plain
 from mnemis.eval.judge import Judge, judge_one_llm
 from mnemis.prompts.judge_longmemeval import parse_yes_no
 from mnemis.roles import RoleError, check_roles
+from mnemis.settings import load_settings
 from tests.helpers.eval import make_question, scripted_llm, verdict
 
 
@@ -44,10 +45,10 @@ def test_reasoned_judge_stays_the_default_and_locomo_is_unchanged():
 
 
 def test_paper_mode_uses_yes_no_and_a_schema_only_judge_fails_naming_the_key():
-    plain = to_plain(compose(["experiment=paper_lme_s", "+llm@judge_llms.paper=schema_fake"]))
-    assert plain["judge"]["longmemeval_format"] == "yes_no"
+    plain = load_settings(to_plain(compose(["experiment=paper_lme_s", "+llm@judge_llms.paper=schema_fake"])))
+    assert plain.judge.longmemeval_format == "yes_no"
     with pytest.raises(RoleError, match=r"judge_llms\.paper .*SchemaFakeBackend.*longmemeval_format=reasoned"):
         check_roles(plain)
-    check_roles(to_plain(compose(["experiment=paper_lme_s", "+llm@judge_llms.paper=schema_fake",
-                                  "judge.longmemeval_format=reasoned"])))  # passes
-    assert to_plain(compose([]))["judge"]["longmemeval_format"] == "reasoned"
+    check_roles(load_settings(to_plain(compose(["experiment=paper_lme_s", "+llm@judge_llms.paper=schema_fake",
+                                                "judge.longmemeval_format=reasoned"]))))  # passes
+    assert load_settings(to_plain(compose([]))).judge.longmemeval_format == "reasoned"

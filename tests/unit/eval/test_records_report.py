@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import TypeAdapter
 
 from mnemis.eval.answer import AnswerRecord
 from mnemis.eval.leniency import judge_leniency
@@ -11,6 +12,7 @@ from mnemis.eval.records import build_records, dump_json, read_records, write_re
 from mnemis.eval.report import write_report
 from mnemis.eval.tracking import NoTracker, WandbTracker, flatten, make_tracker
 from mnemis.models.ledger import Ledger
+from mnemis.settings import NoTrackerSettings, TrackerSettings, WandbTrackerSettings
 from mnemis.types import Hit, RetrievedContext
 from tests.helpers.eval import make_question
 
@@ -92,15 +94,15 @@ def test_report_without_metrics_json(tmp_path):
 def test_trackers(tmp_path):
     assert flatten({"a": {"b": 1, "ci": [0.1, 0.2], "l": [1, 2, 3]}, "s": "x"}) == {
         "a/b": 1, "a/ci_lo": 0.1, "a/ci_hi": 0.2, "s": "x"}
-    nt = make_tracker({"name": "none"})
+    nt = make_tracker(NoTrackerSettings(name="none"))
     assert isinstance(nt, NoTracker)
     nt.log_run_dir(tmp_path)
-    with pytest.raises(ValueError):
-        make_tracker({"name": "mlflow"})
+    with pytest.raises(ValueError, match="mlflow"):
+        TypeAdapter(TrackerSettings).validate_python({"name": "mlflow"})
     run, _ = _run_dir(tmp_path)
     write_report(run)
-    tr = make_tracker({"name": "wandb", "project": "mnemis-test", "mode": "offline", "entity": None},
-                      dir=str(tmp_path / "wb"))
+    tr = make_tracker(WandbTrackerSettings(name="wandb", project="mnemis-test", mode="offline", entity=None,
+                                           run_name=None, group=None, tags=[]), dir=str(tmp_path / "wb"))
     assert isinstance(tr, WandbTracker)
     tr.log_config({"k": 10})
     tr.log_metrics({"x": {"y": 0.5}})

@@ -12,8 +12,15 @@ from mnemis.hierarchy import HierarchyConfig, build_hierarchies
 from mnemis.hierarchy.embed_assign import choose, node_text
 from mnemis.hierarchy.state import LayerNode
 from mnemis.hierarchy.two_step import STAGE_ASSIGN, STAGE_PROPOSE, STAGE_REASSIGN
-from tests.helpers.hierarchy import STAGE_DESCRIBE, described, make_entities, scripted, stage_calls
-from tests.unit.hierarchy.test_two_step import SPEC, _nodes
+from tests.helpers.hierarchy import (
+    STAGE_DESCRIBE,
+    TWO_STEP_SPEC,
+    described,
+    listed_nodes,
+    make_entities,
+    scripted,
+    stage_calls,
+)
 
 # a toy embedding space: one axis per topic; a text points along the topics whose words it contains
 TOPICS = {"pet": ("dog", "cat", "pet", "animal", "living"), "tree": ("oak", "maple", "tree", "living"),
@@ -44,7 +51,7 @@ def respond(req):
         name, _ = described(req)
         return {"tags": [name.lower()], "summary": f"About {name}."}
     if req.stage == STAGE_PROPOSE:
-        layer = 1 if "Dog" in _nodes(req) or "Guitar" in _nodes(req) else 2
+        layer = 1 if "Dog" in listed_nodes(req) or "Guitar" in listed_nodes(req) else 2
         return {"categories": PROPOSALS[layer]}
     raise AssertionError(f"the LLM was asked to place nodes ({req.stage})")
 
@@ -55,11 +62,11 @@ CFG = {"categorizer": "two_step", "assign_by": "embedding", "top_width": 2, "min
 def test_nodes_go_to_the_nearest_proposed_name_and_the_llm_never_places():
     llm, backend = scripted(respond)
     emb = TopicEmbedder()
-    built = build_hierarchies({"g": make_entities("g", SPEC, speakers=["Alice"])}, llm, HierarchyConfig(**CFG),
+    built = build_hierarchies({"g": make_entities("g", TWO_STEP_SPEC, speakers=["Alice"])}, llm, HierarchyConfig(**CFG),
                               embedder=emb)["g"]
     by_layer: dict[int, dict[str, set[str]]] = {}
     names = {c.id: c.name for c in built.categories}
-    names |= {e.id: e.name for e in make_entities("g", SPEC, speakers=["Alice"])}
+    names |= {e.id: e.name for e in make_entities("g", TWO_STEP_SPEC, speakers=["Alice"])}
     for c in built.categories:
         kids = {names[e.child_id] for e in built.edges if e.parent_id == c.id}
         by_layer.setdefault(c.layer, {})[c.name] = kids
@@ -73,12 +80,12 @@ def test_nodes_go_to_the_nearest_proposed_name_and_the_llm_never_places():
 
 
 def test_a_node_of_a_dissolved_category_is_replaced_into_a_survivor():
-    spec = {**SPEC, "Fern": ["plant"]}  # alone near "Ferns", a category of one
+    spec = {**TWO_STEP_SPEC, "Fern": ["plant"]}  # alone near "Ferns", a category of one
     proposals = {1: ["Animals", "Trees", "Music", "Ferns"], 2: ["Living Things", "Leisure"]}
 
     def respond2(req):
         if req.stage == STAGE_PROPOSE:
-            layer = 1 if "Dog" in _nodes(req) else 2
+            layer = 1 if "Dog" in listed_nodes(req) else 2
             return {"categories": proposals[layer]}
         return respond(req)
 
@@ -108,4 +115,4 @@ def test_node_text_reads_name_tags_and_a_cut_summary():
 def test_embedding_placement_without_an_embedder_is_refused():
     llm, _ = scripted(respond)
     with pytest.raises(ValueError, match="assign_by=embedding"):
-        build_hierarchies({"g": make_entities("g", SPEC)}, llm, HierarchyConfig(**CFG))
+        build_hierarchies({"g": make_entities("g", TWO_STEP_SPEC)}, llm, HierarchyConfig(**CFG))

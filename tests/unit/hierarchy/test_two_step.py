@@ -4,8 +4,6 @@ the minimum-children and shrink rules still apply, and the top layer keeps sever
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from mnemis.hierarchy import HierarchyConfig, build_hierarchies
@@ -13,15 +11,17 @@ from mnemis.hierarchy.state import LayerNode
 from mnemis.hierarchy.two_step import STAGE_ASSIGN, STAGE_PROPOSE, STAGE_REASSIGN, window_batch_size
 from mnemis.models.llm.base import LLMRequest
 from mnemis.prompts.categorize_two_step import Placement, key_index, node_key, placement_schema, proposal_count
-from tests.helpers.hierarchy import STAGE_DESCRIBE, described, make_entities, scripted, stage_calls
+from tests.helpers.hierarchy import (
+    STAGE_DESCRIBE,
+    TWO_STEP_SPEC,
+    described,
+    listed_nodes,
+    make_entities,
+    scripted,
+    stage_calls,
+)
 
-_LINE = re.compile(r"^(\d+)\. (.*?) \[(.*)\]$")
 TWO_STEP = {"categorizer": "two_step", "top_width": 2, "min_children": 2}
-
-
-def _nodes(req: LLMRequest) -> list[str]:
-    body = req.messages[-1]["content"].split("Nodes:\n", 1)[1].split("\n\n", 1)[0]
-    return [_LINE.match(line).group(2) for line in body.splitlines()]
 
 
 def _allowed(req: LLMRequest) -> list[str]:
@@ -37,7 +37,7 @@ def responder(table: dict[str, list[str]], *, skip: frozenset[str] = frozenset()
         if req.stage == STAGE_DESCRIBE:
             name, layer = described(req)
             return {"tags": [name.lower()], "summary": f"About {name}."}
-        names = _nodes(req)
+        names = listed_nodes(req)
         if req.stage == STAGE_PROPOSE:
             return {"categories": list(dict.fromkeys(c for n in names for c in table.get(n, ())))}
         allowed = set(_allowed(req))
@@ -52,8 +52,6 @@ def responder(table: dict[str, list[str]], *, skip: frozenset[str] = frozenset()
     return respond
 
 
-SPEC = {"Dog": ["pet"], "Cat": ["pet"], "Oak": ["tree"], "Maple": ["tree"], "Guitar": ["music"],
-        "Piano": ["music"], "Violin": ["music"]}
 TABLE = {"Dog": ["Pets"], "Cat": ["Pets"], "Oak": ["Trees"], "Maple": ["Trees"], "Guitar": ["Instruments"],
          "Piano": ["Instruments", "Keyboards"], "Violin": ["Instruments"],
          "Pets": ["Living Things"], "Trees": ["Living Things"], "Instruments": ["Leisure"], "Speaker": ["Leisure"],
@@ -62,7 +60,7 @@ TABLE = {"Dog": ["Pets"], "Cat": ["Pets"], "Oak": ["Trees"], "Maple": ["Trees"],
 
 def test_every_node_is_placed_many_to_many_and_the_top_keeps_several_categories():
     llm, backend = scripted(responder(TABLE))
-    built = build_hierarchies({"g": make_entities("g", SPEC, speakers=["Alice"])}, llm, HierarchyConfig(**TWO_STEP))["g"]
+    built = build_hierarchies({"g": make_entities("g", TWO_STEP_SPEC, speakers=["Alice"])}, llm, HierarchyConfig(**TWO_STEP))["g"]
     layers: dict[int, set[str]] = {}
     for c in built.categories:
         layers.setdefault(c.layer, set()).add(c.name)
@@ -74,7 +72,7 @@ def test_every_node_is_placed_many_to_many_and_the_top_keeps_several_categories(
     # the assignment schema requires every listed node and allows only the proposed names
     req = next(r for r in backend.requests if r.stage == STAGE_ASSIGN)
     schema = req.json_schema()["properties"]["placements"]
-    assert schema["required"] == [node_key(k, n) for k, n in enumerate(_nodes(req), start=1)]
+    assert schema["required"] == [node_key(k, n) for k, n in enumerate(listed_nodes(req), start=1)]
     assert schema["additionalProperties"] is False
     item = next(iter(schema["properties"].values()))
     assert sorted(item["items"]["enum"]) == sorted(_allowed(req)) and item["minItems"] == 1 and item["maxItems"] == 2
@@ -83,12 +81,12 @@ def test_every_node_is_placed_many_to_many_and_the_top_keeps_several_categories(
 def test_unplaced_and_invented_are_counted_reassigned_then_promoted():
     llm, backend = scripted(responder(TABLE, skip=frozenset({"Oak", "Violin"}), invent=True))
     cfg = HierarchyConfig(**{**TWO_STEP, "top_width": None, "max_layers": 1})
-    built = build_hierarchies({"g": make_entities("g", SPEC)}, llm, cfg)["g"]
+    built = build_hierarchies({"g": make_entities("g", TWO_STEP_SPEC)}, llm, cfg)["g"]
     stages = stage_calls(backend)
     assert stages[:3] == [STAGE_PROPOSE, STAGE_ASSIGN, STAGE_REASSIGN]
     re_req = next(r for r in backend.requests if r.stage == STAGE_REASSIGN)
     # Oak and Violin, and Maple (Trees kept one child and was dissolved), are re-asked over the surviving names
-    assert sorted(_nodes(re_req)) == ["Maple", "Oak", "Violin"] and "Trees" not in _allowed(re_req)
+    assert sorted(listed_nodes(re_req)) == ["Maple", "Oak", "Violin"] and "Trees" not in _allowed(re_req)
     m = built.metrics
     assert m.repairs["unknown_categories"] > 0 and m.reasked_nodes == 3 and m.coverage == 1.0
 
@@ -98,7 +96,7 @@ def test_a_layer_closing_into_one_root_is_discarded_when_a_top_width_is_set():
     def build(top_width):
         llm, _ = scripted(responder(TABLE))
         cfg = HierarchyConfig(**{**TWO_STEP, "top_width": top_width})
-        return build_hierarchies({"g": make_entities("g", SPEC)}, llm, cfg)["g"].metrics
+        return build_hierarchies({"g": make_entities("g", TWO_STEP_SPEC)}, llm, cfg)["g"].metrics
 
     paper_like, ours = build(None), build(2)
     assert paper_like.nodes_per_layer == [7, 3, 1] and paper_like.stop_reason == "single_node"

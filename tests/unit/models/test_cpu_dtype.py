@@ -25,12 +25,13 @@ def test_auto_becomes_float32_only_on_a_cpu_without_bf16():
 
 
 def test_the_peers_server_gets_the_same_dtype(monkeypatch):
-    from mnemis.models.llm import local_server
-    from mnemis.models.llm import cpu_dtype, cpu_threads
+    from mnemis.baselines.peers.common import server_options
+    from mnemis.models.llm import cpu_dtype, cpu_threads, local_server
+    from tests.helpers.compose import peers_settings
 
     monkeypatch.setattr(cpu_threads, "running_on_cpu", lambda: True)
     monkeypatch.setattr(cpu_dtype, "cpu_flags", lambda cpuinfo=None: cpu_flags(AVX2))
-    cmd, _ = local_server.server_command({}, "/m", 8123)
+    cmd, _ = local_server.server_command(server_options(peers_settings()), "/m", 8123)
     assert cmd[cmd.index("--dtype") + 1] == "float32"
     monkeypatch.setattr(cpu_dtype, "cpu_flags", lambda cpuinfo=None: cpu_flags(SPR))
-    assert "--dtype" not in local_server.server_command({}, "/m", 8123)[0]
+    assert "--dtype" not in local_server.server_command(server_options(peers_settings()), "/m", 8123)[0]

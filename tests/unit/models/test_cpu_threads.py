@@ -143,27 +143,29 @@ def test_vllm_backend_off_cpu_sets_nothing(fake_vllm, monkeypatch, tmp_path):
 
 
 def test_peers_server_gets_the_llm_configs_binding(monkeypatch, tmp_path):
+    from mnemis.baselines.peers.common import server_options
     from mnemis.models.llm import local_server
+    from tests.helpers.compose import peers_settings
 
     monkeypatch.setattr(cpu_threads, "running_on_cpu", lambda: True)
     monkeypatch.setattr(cpu_threads, "allowed_cpus", lambda: [0, 1])
     monkeypatch.delenv(BIND_ENV, raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    cmd, env = local_server.server_command({}, "/m", 8123)
+    cmd, env = local_server.server_command(server_options(peers_settings()), "/m", 8123)
     assert "vllm.entrypoints.openai.api_server" in cmd
     assert env[BIND_ENV] == "0-1" and env["OMP_NUM_THREADS"] == "1"
-    assert BIND_ENV not in local_server.server_command({"cpu_threads_bind": "auto"}, "/m", 1)[1]
+    assert BIND_ENV not in local_server.server_command(server_options(peers_settings(cpu_threads_bind="auto")), "/m", 1)[1]
 
     sent = []
 
     def fake_command(peers, path, port):
-        sent.append(dict(peers))
+        sent.append(peers)
         raise RuntimeError("stop before starting anything")
 
     monkeypatch.setattr(local_server, "server_command", fake_command)
     for peers, backend, expected in [({}, {"cpu_threads_bind": "0"}, "0"), ({}, {}, None),
                                      ({"cpu_threads_bind": "1"}, {"cpu_threads_bind": "0"}, "1")]:
         llm = {"backend": {"model": str(tmp_path / "m"), **backend}}
-        with pytest.raises(RuntimeError, match="stop before"), local_server.local_endpoint(peers, llm):
+        with pytest.raises(RuntimeError, match="stop before"), local_server.local_endpoint(server_options(peers_settings(**peers)), llm):
             pass
         assert sent[-1].get("cpu_threads_bind") == expected

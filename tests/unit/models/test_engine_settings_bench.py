@@ -59,8 +59,9 @@ def test_request_set_is_the_profiles_stages_fixed_and_gold_free(requests):
     rag = [r.messages[-1]["content"] for r in reqs["answer_rag_like"]]
     assert len(set(full)) == len(full) and all(len(f) > len(g) for f, g in zip(full, rag))
     from mnemis.app.jobs import load_configured_dataset
+    from mnemis.settings import load_settings
 
-    data = load_configured_dataset(plain)
+    data = load_configured_dataset(load_settings(plain))
     for q, text in zip(data.questions[::bench.SIZES["full"]["question_stride"]], rag):
         assert q.question.strip() in text
         assert q.category not in text.split("# Question", 1)[1]  # no gold label in the prompt

@@ -19,6 +19,7 @@ from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.models.rerank_cache import CachedReranker
 from mnemis.models.token_counts import recorded_counter
+from mnemis.settings import ModelSettings, PathsSettings
 
 
 class _Noisy:
@@ -142,6 +143,8 @@ def test_a_replay_builds_llm_backends_lazily(tmp_path):
 
     backend = VLLMBackend("qwen2.5-coder-1.5b", lazy=True)
     assert backend.model_id.startswith("qwen2.5-coder-1.5b-instruct@") and backend._llm is None
-    models = Models({"llm": lazy_backend(node) | {"cache_dir": str(tmp_path), "cache_mode": "replay_only"},
-                     "cache_mode": "replay_only", "paths": {"cache_dir": str(tmp_path)}, "rerank_cache": True})
+    paths = PathsSettings(artifacts_dir=str(tmp_path), cache_dir=str(tmp_path), data_dir=None, shared_data_dir=None)
+    models = Models(ModelSettings(llm=lazy_backend(node) | {"cache_dir": str(tmp_path), "cache_mode": "replay_only"},
+                                  embedder=None, reranker=None, selector_llm=None, answer_llm=None, judge_llms={},
+                                  paths=paths, rerank_cache=True, cache_mode="replay_only"))
     assert models.llm.backend._llm is None

@@ -24,7 +24,7 @@ from mnemis.prompts.base import Prompt
 from mnemis.testing.budgets import PLAIN_TEXT_STAGES, stage_reply_schemas
 from mnemis.prompts.extract_entities import ExtractedEntities
 from mnemis.prompts.extract_facts import ExtractedFacts
-from tests.helpers.compose import plain_config
+from tests.helpers.compose import run_settings
 
 _stages = stage_reply_schemas
 PLAIN_TEXT = PLAIN_TEXT_STAGES
@@ -47,7 +47,7 @@ CONFIGS = {
 
 @pytest.fixture(scope="module")
 def configs():
-    return {name: plain_config(ov) for name, ov in CONFIGS.items()}
+    return {name: run_settings(ov) for name, ov in CONFIGS.items()}
 
 
 def test_every_prompt_with_a_schema_has_a_budgeted_stage(configs):
@@ -64,7 +64,7 @@ def test_effective_budget_covers_the_worst_case_reply(configs, name):
     cfg = configs[name]
     for stage, (schema, configured) in _stages(cfg).items():
         sampled = Sampling(max_tokens=configured).max_tokens
-        effective, decode, note = plan(schema.model_json_schema(), sampled, cfg["reply_budget"])
+        effective, decode, note = plan(schema.model_json_schema(), sampled, cfg.reply_budget)
         worst = worst_case_tokens(decode)
         assert worst is not None, f"{name}/{stage}: unbounded reply schema"
         assert effective >= worst, f"{name}/{stage}: max_tokens {effective} < worst case {worst}"

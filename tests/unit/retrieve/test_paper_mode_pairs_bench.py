@@ -19,6 +19,7 @@ from mnemis.prompts.categorize import CATEGORIZE, NodeView
 from mnemis.prompts.select_nodes import SELECT_NODES, CandidateView
 from mnemis.retrieve.pipeline import run_retrieval
 from mnemis.types import Question
+from tests.helpers.compose import changed, run_settings
 from tests.helpers.system2 import build_store
 
 REPO = Path(__file__).resolve().parents[3]
@@ -57,15 +58,17 @@ def test_union_sizes_count_what_the_reranker_is_sent(tmp_path):
     store = build_store(tmp_path / "m.db")
     qs = [Question(group_id="g1", id="q0", question="Does Caroline play guitar?", answer="", category="1"),
           Question(group_id="g1", id="q1", question="Does Caroline play guitar?", answer="", category="1")]
-    cfg = {"k": 1, "system1": {"k": 1, "cache_dir": None}, "system2": {"max_items_per_type": None,
-           "max_facts_per_entity": None, "max_episodes_per_entity": None, "max_neighbours_per_entity": None},
-           "fusion": {"k": 1}, "context": {"max_tokens": None}}
+    base = run_settings([]).retrieval
+    cfg = changed(base, k=1, system1=changed(base.system1, k=1), fusion=changed(base.fusion, k=1),
+                  system2=changed(base.system2, max_items_per_type=None, max_facts_per_entity=None,
+                                  max_episodes_per_entity=None, max_neighbours_per_entity=None),
+                  context=changed(base.context, max_tokens=None))
     emb = HashingEmbedder(32)
     embed_missing(store, emb, kinds=("episode", "entity_summary", "fact"))
     rr = bench.CountingReranker()
     llm = LLM(ScriptedBackend(bench.responder("shortcut_top")), max_retries=0)
     out = run_retrieval(store, qs, cfg, embedder=emb, llm=llm, reranker=rr)
-    pairs, tokens = bench.union_sizes(store, qs, out, cfg["fusion"])
+    pairs, tokens = bench.union_sizes(store, qs, out, cfg.fusion)
     assert sum(pairs) == rr.pairs and pairs[0] == pairs[1] > 5 and tokens[0] > pairs[0]
     assert all(len(c.episodes) == 1 for c in out.contexts)  # the cut happens after the count
     store.close()

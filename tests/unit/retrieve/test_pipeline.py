@@ -1,10 +1,9 @@
 """run_retrieval end to end on the hand-built store: System-1 (hashing embedder) + scripted System-2 +
-an overlap reranker, from the plain retrieval config; outputs saved."""
+an overlap reranker, from the composed retrieval settings; outputs saved."""
 
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -14,20 +13,16 @@ from mnemis.models.embed import HashingEmbedder
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.retrieve.pipeline import run_retrieval
+from mnemis.settings import RetrievalSettings
 from mnemis.types import Question
+from tests.helpers.compose import run_settings
 from tests.helpers.system2 import OverlapReranker, build_store, cid, eid, selector
 
 HEALTH = "What health problem does Caroline have?"
 
 
-def _cfg(name: str) -> dict:
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    conf = os.path.join(os.path.dirname(__file__), "..", "..", "..", "conf")
-    with initialize_config_dir(config_dir=os.path.abspath(conf), version_base=None):
-        cfg = compose(config_name="config", overrides=[f"retrieval={name}"])
-    return OmegaConf.to_container(cfg.retrieval, resolve=True)
+def _cfg(name: str) -> RetrievalSettings:
+    return run_settings([f"retrieval={name}"]).retrieval
 
 
 @pytest.fixture
@@ -53,7 +48,6 @@ def test_configs_compose_and_run(setup, tmp_path):
     llm = LLM(backend, max_retries=0)
     rr = OverlapReranker()
     cfg = _cfg("mnemis")
-    cfg["system1"]["cache_dir"] = None
     out = run_retrieval(store, questions(), cfg, embedder=emb, llm=llm, reranker=rr)
     assert len(rr.calls) == 1 and len(backend.batches) == 3
     a, b, c = out.contexts
@@ -76,7 +70,6 @@ def test_system1_reranked_makes_no_llm_calls(setup):
     store, emb = setup
     backend = ScriptedBackend(selector({}))
     cfg = _cfg("system1_reranked")
-    cfg["system1"]["cache_dir"] = None
     out = run_retrieval(store, questions(), cfg, embedder=emb, llm=LLM(backend), reranker=OverlapReranker())
     assert backend.batches == [] and out.system2 is None
     assert all(len(x.episodes) <= 10 for x in out.contexts)

@@ -254,7 +254,7 @@ def test_first_round_must_pick_when_configured(store):
     [_], backend, _ = run(store, {HEALTH: {"Lifestyle": False}}, [q(HEALTH)], min_top_selections=1)
     rounds = [b[0].json_schema()["properties"]["selections"] for b in backend.batches]
     assert len(rounds) >= 2 and rounds[0]["minItems"] == 1 and all("minItems" not in r for r in rounds[1:])
-    [_], backend0, _ = run(store, {HEALTH: {"Lifestyle": False}}, [q(HEALTH)])
+    [_], backend0, _ = run(store, {HEALTH: {"Lifestyle": False}}, [q(HEALTH)], min_top_selections=0)
     assert all("minItems" not in b[0].json_schema()["properties"]["selections"] for b in backend0.batches)
     from mnemis.prompts.select_nodes import selection_schema
 

@@ -15,6 +15,7 @@ from mnemis.scale.node_state import (
     shard_paths,
     shard_state,
 )
+from mnemis.settings import PathsSettings, ScaleSettings, load_settings
 
 MOUNTS = """\
 /dev/vda1 / ext4 rw,relatime 0 0
@@ -52,22 +53,24 @@ def test_local_disks_pass():
 
 
 def test_state_folders_per_shard_and_run_dir(tmp_path):
-    plain = {"shard": "2/8", "paths": {"cache_dir": str(tmp_path / "c"), "artifacts_dir": "runs/artifacts"},
-             "scale": {"local_dir": None}}
+    paths = PathsSettings(cache_dir=str(tmp_path / "c"), artifacts_dir="runs/artifacts", data_dir=None,
+                          shared_data_dir=None)
+    scale = ScaleSettings(local_dir=None)
     env = {"TMPDIR": str(tmp_path / "job-tmp")}
-    a = shard_state(plain, tmp_path / "sweep" / "shard_2", env)
+    a = shard_state("2/8", scale, paths, tmp_path / "sweep" / "shard_2", env)
     root = tmp_path / "job-tmp" / "mnemis-shards"
     assert (a.artifacts, a.cache) == (root / "artifacts", root / "cache" / "shard-2-of-8")
     assert a.progress.parent == root / "progress" and a.progress.name.startswith("shard-2-of-8-")
-    assert shard_state(plain, tmp_path / "sweep" / "shard_2", env) == a  # a retried job finds its state again
-    other = shard_state(plain, tmp_path / "other" / "shard_2", env)  # another job of the shard (e.g. retrieval.k)
+    assert shard_state("2/8", scale, paths, tmp_path / "sweep" / "shard_2", env) == a  # a retried job finds its state
+    other = shard_state("2/8", scale, paths, tmp_path / "other" / "shard_2", env)  # another job of the shard (e.g. k)
     assert other.progress != a.progress and (other.artifacts, other.cache) == (a.artifacts, a.cache)
-    assert shard_state({**plain, "shard": None}, tmp_path, env) is None
-    assert local_root({"local_dir": "/scratch"}, plain["paths"], {"SLURM_TMPDIR": "/s", "TMPDIR": "/t"}) == Path("/scratch")
-    assert local_root({}, plain["paths"], {"SLURM_TMPDIR": "/s", "TMPDIR": "/t"}) == Path("/s")
-    assert local_root({}, plain["paths"], {}) == tmp_path / "c"
-    assert shard_paths(plain, a) == {"paths.artifacts_dir": str(a.artifacts), "paths.cache_dir": str(a.cache)}
-    assert shard_paths({**plain, "scale": {"share_cache": True}}, a) == {"paths.artifacts_dir": str(a.artifacts)}
+    assert shard_state(None, scale, paths, tmp_path, env) is None
+    scratch = ScaleSettings(local_dir="/scratch")
+    assert local_root(scratch, paths, {"SLURM_TMPDIR": "/s", "TMPDIR": "/t"}) == Path("/scratch")
+    assert local_root(scale, paths, {"SLURM_TMPDIR": "/s", "TMPDIR": "/t"}) == Path("/s")
+    assert local_root(scale, paths, {}) == tmp_path / "c"
+    assert shard_paths(scale, a) == {"paths.artifacts_dir": str(a.artifacts), "paths.cache_dir": str(a.cache)}
+    assert shard_paths(ScaleSettings(share_cache=True), a) == {"paths.artifacts_dir": str(a.artifacts)}
 
 
 def test_the_main_job_refuses_a_network_cache_dir(tmp_path, monkeypatch):
@@ -89,9 +92,9 @@ def test_a_sharded_job_points_its_sqlite_files_at_its_state_dir(tmp_path, monkey
     from mnemis.config import compose, to_plain, with_values
 
     cfg = compose(["experiment=lme_s_sharded", "shard=1/4", "llm=schema_fake", f"scale.local_dir={tmp_path}"])
-    plain = to_plain(cfg)
-    state = shard_state(plain, tmp_path / "run")
-    got = to_plain(with_values(cfg, shard_paths(plain, state)))
+    settings = load_settings(to_plain(cfg))
+    state = shard_state(settings.shard, settings.scale, settings.paths, tmp_path / "run")
+    got = to_plain(with_values(cfg, shard_paths(settings.scale, state)))
     assert got["llm"]["cache_dir"] == str(tmp_path / "mnemis-shards" / "cache" / "shard-1-of-4" / "llm")
     assert got["paths"]["artifacts_dir"] == str(tmp_path / "mnemis-shards" / "artifacts")
 
@@ -106,7 +109,7 @@ def test_shards_in_one_worker_share_the_engine_not_the_caches(tmp_path):
         cache = tmp_path / f"shard{k}"
         plain = to_plain(compose(["llm=scripted_scale", "embedder=hashing", "reranker=cosine",
                                   f"paths.cache_dir={cache}", f"llm.backend.model_id=share-test-{tmp_path.name}"]))
-        models = Models(plain)
+        models = Models(load_settings(plain).models())
         got.append((models.llm, models.reranker))
         assert models.llm.cache.dir == cache / "llm" and models.reranker._db.path == cache / "rerank" / "rerank.sqlite"
     (llm0, rr0), (llm1, rr1) = got
