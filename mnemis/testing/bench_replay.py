@@ -82,7 +82,8 @@ def archive_path(out: Path) -> Path:
 # ("baselines_model_run": the ledger and timers of an earlier sitting whose replies the run replayed)
 _VOLATILE = ("wall_s", "total_wall_s", "method_wall_s", "run_dir", "store", "host", "seconds", "load", "stages",
              "cache_dir", "cache_archive", "command", "status", "kept_from", "baselines_model_run",
-             "figures_before_refill")  # (a refill keeps the figures it replaced beside the new ones)
+             "figures_before_refill", "mode_overrides")  # (a refill keeps the figures it replaced beside the new
+# ones; mode_overrides: the settings the bench added to a mode, recorded beside its figures, not one of them)
 
 
 def figures(obj: Any) -> Any:
