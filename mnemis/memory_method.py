@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from mnemis.eval.run_dir import RERANK_CACHE_FILE, retrieval_files
 from mnemis.memory import Memory
-from mnemis.method import Method, MethodContexts, MethodRun, json_file
+from mnemis.method import EPISODE_VECTORS, GRAPH, Method, MethodContexts, MethodRun, json_file
 from mnemis.types import Question
 
 
@@ -18,6 +18,8 @@ class MnemisMethod(Method):
     ``<name>/fused``), the retrieval's files (``contexts.jsonl``, ``system1.jsonl``, ``traversal.jsonl``,
     ``selection_cost.json``) and, when fusion reranks, the reranker cache's counts (``rerank_cache.json``).
     """
+
+    builds = frozenset({EPISODE_VECTORS, GRAPH})
 
     def prepare(self, run: MethodRun) -> None:
         super().prepare(run)

@@ -78,12 +78,24 @@ def json_file(obj: Any) -> str:
     return json.dumps(obj, indent=2, default=str)
 
 
+EPISODE_VECTORS = "episode_vectors"  # the episodes' embeddings, in the shared store
+GRAPH = "graph"  # Mnemis' base graph and hierarchy, in the shared store
+BUILDS = (EPISODE_VECTORS, GRAPH)
+
+
 class Method(ABC):
     """A method: made from its YAML, prepared with a run's inputs, then asked for contexts.
 
     Args:
         name: the method's name, its YAML's file name (the name of its rows, metrics and files).
+
+    Attributes:
+        builds: what the run's shared build must make in the store before this method runs (any of
+            :data:`BUILDS`); a method that builds its own memory (Mem0, the peers) or needs only the stored episodes
+            (full context, BM25 RAG) needs nothing of it.
     """
+
+    builds: frozenset[str] = frozenset()
 
     def __init__(self, name: str) -> None:
         self.name = name

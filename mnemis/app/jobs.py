@@ -25,7 +25,7 @@ from mnemis.address import (  # noqa: F401
     drop_fields,
     memory_address,
 )
-from mnemis.app.methods import MethodError, check_methods, make_methods
+from mnemis.app.methods import MethodError, build_needs, check_methods, make_methods
 from mnemis.components import _MODELS, Models  # noqa: F401  (_MODELS: the process-level model cache)
 from mnemis.config import to_plain
 from mnemis.data.load import load_dataset
@@ -42,7 +42,7 @@ from mnemis.eval.run_dir import (
     ROLES_FILE,
     TIMINGS_FILE,
 )
-from mnemis.method import MethodRun
+from mnemis.method import EPISODE_VECTORS, GRAPH, MethodRun
 from mnemis.model_roles import ModelRoles
 from mnemis.roles import check_roles, judge_specs, roles_summary, run_seeds
 from mnemis.settings import RunSettings, SettingsError, load_settings
@@ -51,7 +51,6 @@ from mnemis.types import Dataset
 
 log = logging.getLogger(__name__)
 
-GRAPH_METHODS = {"mnemis"}
 LOCOMO_DATASETS = ("locomo", "locomo_plus")  # LoCoMo's questions: audit and judge stress apply
 
 
@@ -92,9 +91,10 @@ def run_build(settings: RunSettings, out: Path, models: Models | None = None) ->
         store.set_meta("build_config", build_view(settings))
         memory.store_episodes(data.episodes)
         store.upsert_questions(data.questions)
-        if models is not None and (GRAPH_METHODS & set(methods) or "rag" in methods):
+        needs = build_needs(methods)  # what the methods' classes say the shared build must make
+        if models is not None and {EPISODE_VECTORS, GRAPH} & needs:
             stages["embed_episodes"] = memory.embed_episodes(data.groups)
-        if models is not None and GRAPH_METHODS & set(methods):
+        if models is not None and GRAPH in needs:
             stages.update(_build_graph(memory, data, out))
         counts = {g: store.counts(g) for g in data.groups}
         totals = store.get_meta(STATS_KEY) or {}  # the base graph's cumulative counters (run health reads them)
@@ -128,7 +128,7 @@ def _build_graph(memory: Any, data: Dataset, out: Path) -> dict:
 def require_built(settings: RunSettings, path: Path, methods: Sequence[str]) -> None:
     """``mnemis eval`` needs a built memory: a clear error naming its address and the build command."""
     missing = "" if path.exists() else "no memory"
-    if not missing and GRAPH_METHODS & set(methods):
+    if not missing and GRAPH in build_needs(methods):
         with GraphStore(path) as store:
             if store.get_meta("built:hierarchy") is None:
                 missing = "an unfinished memory (no hierarchy)"

@@ -82,3 +82,10 @@ def make_methods(names: Sequence[str], folder: Path = METHOD_DIR) -> list[Method
     with its ``prepare``."""
     check_methods(names, folder)
     return [_factory(name, folder)(name=name) for name in names]
+
+
+def build_needs(names: Sequence[str], folder: Path = METHOD_DIR) -> frozenset[str]:
+    """What the run's shared build must make for the methods ``names`` (the union of their classes' ``builds``),
+    read from their classes without making any."""
+    check_methods(names, folder)
+    return frozenset().union(*(_factory(name, folder).func.builds for name in names))

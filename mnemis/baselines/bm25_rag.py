@@ -16,6 +16,8 @@ from mnemis.baselines.rag import RagMethod
 class BM25RagMethod(RagMethod):
     """:class:`~mnemis.baselines.rag.RagMethod` searching BM25 only (``conf/method/bm25_rag.yaml``)."""
 
+    builds = frozenset()  # the stored episodes are all it reads
+
     def system1(self) -> Any:
         return self.run.settings.retrieval.system1.model_copy(update={"bm25": True, "vector": False})
 

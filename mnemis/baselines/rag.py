@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mnemis.method import Method, MethodContexts
+from mnemis.method import EPISODE_VECTORS, Method, MethodContexts
 from mnemis.render import render_episodes
 from mnemis.types import Question, RetrievedContext
 
@@ -45,6 +45,8 @@ def rag_contexts(
 class RagMethod(Method):
     """``rag`` (``conf/method/rag.yaml``): :func:`rag_contexts` with the run's System-1 settings and embedder; its
     hits' evidence recall is reported under the method's name."""
+
+    builds = frozenset({EPISODE_VECTORS})
 
     def system1(self) -> Any:
         """The System-1 settings this method searches with (the run's)."""

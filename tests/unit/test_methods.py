@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from mnemis.app.methods import METHOD_DIR, MethodError, check_methods, known_methods, make_methods
-from mnemis.method import Method, MethodContexts
+from mnemis.app.methods import METHOD_DIR, MethodError, build_needs, check_methods, known_methods, make_methods
+from mnemis.method import EPISODE_VECTORS, GRAPH, Method, MethodContexts
 from mnemis.types import RetrievedContext
 from tests.helpers.eval import make_question
 
@@ -84,6 +84,27 @@ class Echo(Method):
 
     def contexts(self, questions):
         return MethodContexts([self.text] * len(questions))
+
+
+class DenseEcho(Method):
+    """A method whose contexts would need the episodes' vectors."""
+
+    builds = frozenset({EPISODE_VECTORS})
+
+    def contexts(self, questions):
+        return MethodContexts(["x"] * len(questions))
+
+
+def test_the_shared_build_makes_what_the_methods_classes_say_they_need(tmp_path):
+    assert build_needs(["mnemis"]) == {EPISODE_VECTORS, GRAPH}
+    assert build_needs(["rag"]) == {EPISODE_VECTORS}
+    assert build_needs(["full_context", "bm25_rag", "mem0", "mem0g", "graphiti"]) == frozenset()
+    assert build_needs(["rag", "full_context"]) == {EPISODE_VECTORS}
+    # a new method says what it needs in its class; the job reads it there (no list of method names to extend)
+    (tmp_path / "dense_echo.yaml").write_text(f"_target_: {__name__}.DenseEcho\n")
+    assert build_needs(["dense_echo"], tmp_path) == {EPISODE_VECTORS}
+    with pytest.raises(MethodError, match="unknown|no method"):
+        build_needs(["nope"], tmp_path)
 
 
 def test_a_yaml_passes_its_other_keys_to_the_constructor(tmp_path):
