@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemis.eval.run_dir import METRICS_FILE
+from mnemis.eval.run_dir import HIERARCHY_METRICS_FILE, METRICS_FILE, TRAVERSAL_FILE
 from mnemis.testing import bench_replay, bench_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,6 +86,42 @@ def hierarchy_shape(hier: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def walk_summary(run_dir: Path) -> dict[str, Any] | None:
+    """What System-2's walk did, from the run's ``traversal.jsonl`` (written when retrieval is done, so it is there
+    for a run stopped while answering): questions, how many picked a top category, how many picked anything in a
+    later round, fallbacks by reason, the entities, facts and turns it brought, selection prompt tokens a question."""
+    path = Path(run_dir) / TRAVERSAL_FILE
+    if not path.is_file():
+        return None
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    n = len(rows)
+    fallbacks: dict[str, int] = {}
+    for r in rows:
+        if r.get("fallback"):
+            fallbacks[r["fallback"]] = fallbacks.get(r["fallback"], 0) + 1
+    brought = {k: sum((r.get("counts") or {}).get(k, 0) for r in rows) for k in ("entities", "facts", "episodes")}
+    return {"questions": n,
+            "picked_a_top_category": sum(1 for r in rows if r["rounds"] and r["rounds"][0]["selected"]),
+            "picked_below_the_top": sum(1 for r in rows if any(x["selected"] for x in r["rounds"][1:])),
+            "fallbacks": fallbacks, "brought": brought,
+            "selection_prompt_tokens_per_question":
+                round(sum(x["prompt_tokens"] for r in rows for x in r["rounds"]) / n, 1) if n else None}
+
+
+def built_hierarchy(run_dir: Path) -> dict[str, Any]:
+    """The hierarchy's shape per group from the run's ``hierarchy_metrics.json`` (there once the build is done)."""
+    path = Path(run_dir) / HIERARCHY_METRICS_FILE
+    if not path.is_file():
+        return {}
+    out = {}
+    for gid, m in json.loads(path.read_text()).items():
+        nodes = m.get("nodes_per_layer") or []
+        out[gid] = {"nodes_per_layer": nodes, "promoted": m.get("promoted"), "coverage": m.get("coverage"),
+                    "multi_parent_rate": m.get("multi_parent_rate"), "llm_calls": m.get("llm_calls"),
+                    "llm_failures": m.get("llm_failures"), "stop_reason": m.get("stop_reason")}
+    return out
+
+
 def report(runs_dir: Path, variants: Sequence[str], command: str, experiment: str) -> dict[str, Any]:
     summaries = {v: bench_runs.summarize(runs_dir / v) for v in variants}
     rows = {v: bench_runs.question_rows(runs_dir / v) for v in variants}
@@ -96,7 +132,8 @@ def report(runs_dir: Path, variants: Sequence[str], command: str, experiment: st
         "command": command,
         "experiment": experiment,
         "variants": {v: {"overrides": VARIANTS[v], **bench_runs.variant_figures(summaries[v]),
-                         "hierarchy_shape": hierarchy_shape((summaries[v].get("health") or {}).get("hierarchy"))}
+                         "hierarchy_shape": hierarchy_shape((summaries[v].get("health") or {}).get("hierarchy")),
+                         "hierarchy_built": built_hierarchy(runs_dir / v), "system2_walk": walk_summary(runs_dir / v)}
                      for v in variants},
         "against_paper": bench_runs.against_paper(rows, judges),
         "slice": next(iter(summaries.values())).get("slice") if summaries else None,
