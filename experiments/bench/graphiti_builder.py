@@ -107,6 +107,28 @@ def report(run_dir: Path) -> dict[str, Any]:
             "categories": (s.get("memory") or {}).get("categories"), "health": s.get("health")}
 
 
+def stopped_build(store: Path) -> dict[str, Any]:
+    """What a base-graph build stopped before its end had done, from its store's counters (``ingest.stats``: for
+    graphiti-core, bumped after every ``add_episode``): episodes added, requests, prompt and completion tokens and
+    wall time, also per episode added. Nothing after the build (hierarchy, answers) exists for it."""
+    from mnemis.ingest.common import STATS_KEY
+    from mnemis.store import GraphStore
+
+    with GraphStore(store, read_only=True) as s:
+        stats = s.get_meta(STATS_KEY) or {}
+    g = {k.removeprefix("graphiti."): v for k, v in stats.items() if k.startswith("graphiti.")}
+    n = int(g.get("episodes_added", 0))
+    per = (lambda x: round(x / n, 1) if n else None)
+    return {"status": "stopped in the base-graph build", "episodes_added": n,
+            "cost": {"source": "requests graphiti-core sent (counted at its OpenAI client), completed episodes only",
+                     "llm_calls": g.get("llm_calls", 0), "llm_calls_per_episode": per(g.get("llm_calls", 0)),
+                     "prompt_tokens_per_episode": per(g.get("prompt_tokens", 0)),
+                     "completion_tokens_per_episode": per(g.get("completion_tokens", 0)),
+                     "wall_s_per_episode": per(g.get("wall_ms", 0) / 1000),
+                     "failed_add_episode": g.get("failed_steps", 0)},
+            "table3_prompt_tokens_per_episode": TABLE3_PROMPT_TOKENS_PER_EPISODE}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--experiment", default="quickstart")
@@ -116,8 +138,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--summarize", action="store_true", help="read the run directories only")
     ap.add_argument("--small-model", action=argparse.BooleanOptionalAction, default=True,
                     help="SmolLM2 settings for Graphiti's client and server (on by default)")
+    ap.add_argument("--stopped", action="append", default=[], metavar="BUILDER=STORE",
+                    help="with --summarize: a builder whose run stopped in the base-graph build, read from its store "
+                         "(its counters of completed episodes) instead of its run directory")
+    ap.add_argument("--note", default="", help="free text stored in the JSON (e.g. why a build stopped)")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args(argv)
+    stopped = dict(x.split("=", 1) for x in args.stopped)
     builders = [b for b in args.builders.split(",") if b]
     out: dict[str, Any] = {"what": "base graph by graphiti-core (ingest.builder=graphiti) vs ours (mnemis), then the "
                                    "same hierarchy, routes, answer and judge (mode=paper)",
@@ -130,12 +157,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             out.setdefault("wall_s", {})[b] = round(run_mode("paper", args.experiment, run_dir,
                                                              [f"ingest.builder={b}", "methods=[mnemis]",
                                                               *extra, *args.overrides]), 1)
-        out["builders"][b] = report(run_dir)
+        out["builders"][b] = stopped_build(Path(stopped[b])) if b in stopped else report(run_dir)
+    if args.note:
+        out["note"] = args.note
+    if stopped:
+        out["status"] = "partial"
     path = REPO / args.out
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2, default=str) + "\n")
-    print(json.dumps({b: {"graph": r["graph"], "cost": r["cost"], "recall": r["system1_evidence_recall"],
-                          "accuracy": r["accuracy"]} for b, r in out["builders"].items()}, indent=1, default=str))
+    print(json.dumps({b: {k: r.get(k) for k in ("graph", "cost", "system1_evidence_recall", "accuracy", "status")}
+                      for b, r in out["builders"].items()}, indent=1, default=str))
     return 0
 
 

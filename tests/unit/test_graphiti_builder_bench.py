@@ -48,3 +48,20 @@ def test_graph_shape_counts_per_episode(tmp_path):
     shape = bench.graph_shape(tmp_path / "m.db")
     assert (shape["entities_per_episode"], shape["facts_per_episode"], shape["mentions_per_episode"]) == (1.0, 0.5, 1.5)
     assert shape["base_graph_wall_s"] == 12.3 and shape["graphiti"] is None
+
+
+def test_a_build_stopped_midway_is_read_from_its_stores_counters(tmp_path):
+    store = tmp_path / "m.sqlite"
+    with GraphStore(store) as s:
+        s.set_meta("ingest.stats", {"graphiti.episodes_added": 2, "graphiti.llm_calls": 23,
+                                    "graphiti.prompt_tokens": 12199, "graphiti.completion_tokens": 1117,
+                                    "graphiti.wall_ms": 596535})
+    out = bench.stopped_build(store)
+    assert out["status"] == "stopped in the base-graph build" and out["episodes_added"] == 2
+    cost = out["cost"]
+    assert cost["llm_calls_per_episode"] == 11.5 and cost["prompt_tokens_per_episode"] == 6099.5
+    assert cost["completion_tokens_per_episode"] == 558.5 and cost["wall_s_per_episode"] == 298.3
+    assert cost["failed_add_episode"] == 0
+    with GraphStore(tmp_path / "empty.sqlite") as s:
+        pass
+    assert bench.stopped_build(tmp_path / "empty.sqlite")["cost"]["prompt_tokens_per_episode"] is None
