@@ -124,7 +124,7 @@ def stopped_build(store: Path) -> dict[str, Any]:
                      "llm_calls": g.get("llm_calls", 0), "llm_calls_per_episode": per(g.get("llm_calls", 0)),
                      "prompt_tokens_per_episode": per(g.get("prompt_tokens", 0)),
                      "completion_tokens_per_episode": per(g.get("completion_tokens", 0)),
-                     "wall_s_per_episode": per(g.get("wall_ms", 0) / 1000),
+                     "wall_s": round(g.get("wall_ms", 0) / 1000, 1), "wall_s_per_episode": per(g.get("wall_ms", 0) / 1000),
                      "failed_add_episode": g.get("failed_steps", 0)},
             "table3_prompt_tokens_per_episode": TABLE3_PROMPT_TOKENS_PER_EPISODE}
 
