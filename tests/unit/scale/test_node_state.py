@@ -19,25 +19,25 @@ from mnemis.settings import PathsSettings, ScaleSettings, load_settings
 
 MOUNTS = """\
 /dev/vda1 / ext4 rw,relatime 0 0
-tmpfs /tmp tmpfs rw 0 0
-nas:/export/home /home nfs4 rw,vers=4.2 0 0
+tmpfs /scratch tmpfs rw 0 0
+nas:/export/users /users nfs4 rw,vers=4.2 0 0
 10.0.0.1@tcp:/lustre /lustre lustre rw,flock 0 0
 gpfs0 /gpfs gpfs rw 0 0
 sshfs#me@host: /mnt/remote fuse.sshfs rw 0 0
-/dev/nvme0n1 /home/me/local\\040disk xfs rw 0 0
+/dev/nvme0n1 /users/me/local\\040disk xfs rw 0 0
 """
 
 
 def test_mount_table_and_longest_prefix(tmp_path):
     mounts = parse_mounts(MOUNTS)
-    assert mounts[-1].point == Path("/home/me/local disk")  # octal escape decoded
-    assert mount_of("/home/me/runs/x.sqlite", mounts).fstype == "nfs4"
-    assert mount_of("/home/me/local disk/cache", mounts).fstype == "xfs"  # a local disk mounted under the NFS home
-    assert mount_of("/tmp/a/b", mounts).fstype == "tmpfs"
-    assert mount_of("/homework", mounts).fstype == "ext4"  # a prefix of the string, not of the path
+    assert mounts[-1].point == Path("/users/me/local disk")  # octal escape decoded
+    assert mount_of("/users/me/runs/x.sqlite", mounts).fstype == "nfs4"
+    assert mount_of("/users/me/local disk/cache", mounts).fstype == "xfs"  # a local disk mounted under the NFS home
+    assert mount_of("/scratch/a/b", mounts).fstype == "tmpfs"
+    assert mount_of("/userspace", mounts).fstype == "ext4"  # a prefix of the string, not of the path
 
 
-@pytest.mark.parametrize("path,fstype", [("/home/me/.cache/mnemis", "nfs4"), ("/lustre/proj/runs", "lustre"),
+@pytest.mark.parametrize("path,fstype", [("/users/me/.cache/mnemis", "nfs4"), ("/lustre/proj/runs", "lustre"),
                                          ("/gpfs/scratch/a", "gpfs"), ("/mnt/remote/cache", "fuse.sshfs")])
 def test_sqlite_on_a_network_file_system_is_refused_naming_path_and_reason(path, fstype):
     with pytest.raises(NetworkFileSystemError) as err:
@@ -48,7 +48,7 @@ def test_sqlite_on_a_network_file_system_is_refused_naming_path_and_reason(path,
 
 
 def test_local_disks_pass():
-    check_local({"a": "/tmp/x", "b": "/home/me/local disk/y", "c": "/var/runs", "d": None}, parse_mounts(MOUNTS))
+    check_local({"a": "/scratch/x", "b": "/users/me/local disk/y", "c": "/var/runs", "d": None}, parse_mounts(MOUNTS))
     check_local({"here": "."}, None)  # this machine's own table: the checkout is on local disk
 
 
