@@ -70,6 +70,7 @@ from mnemis.testing.bench_replay import (
     paper_cap_overrides,
     rearchive,
     record_failed_replay,
+    refill_record,
     replay_misses,
     replay_stopped,
     run_cache_dir,
@@ -294,15 +295,10 @@ def refill(out: Path, work: Path) -> int:
             if k in was:
                 now[k] = was[k]
         saved["modes"][mode] = now
-    after = stage_counts(cache)
-    added = {st: after[st]["replies"] - before.get(st, {}).get("replies", 0) for st in after}
+    record = refill_record(before, stage_counts(cache))
     counts = export_archive(cache, archive)
     saved["cache_archive"] = {"file": os.path.relpath(archive, REPO), **counts}
-    saved["refill"] = {"host": host(), "wall_s": round(time.perf_counter() - t0, 1),
-                       "replies_in_archive_before": sum(v["replies"] for v in before.values()),
-                       "replies_added_by_model": {k: v for k, v in added.items() if v},
-                       "why": "the archive was made on another CPU before embeddings were archived; this machine "
-                              "built some requests differently, the model answered those, the rest were replayed"}
+    saved["refill"] = {"host": host(), "wall_s": round(time.perf_counter() - t0, 1), **record}
     out.write_text(json.dumps(saved, indent=2, default=str) + "\n")
     print(f"refilled {out}: {saved['refill']['replies_added_by_model']}; archive {archive} {counts}")
     return 0

@@ -94,14 +94,8 @@ def run(variants: Sequence[str], runs_dir: Path, out: Path, overrides: Sequence[
     result = {**report(runs_dir, variants, command), "overrides": list(overrides), "wall_s": walls,
               "host": bench_replay.host()}
     if refill:
-        after = stage_counts(cache)
-        added = {st: after[st]["replies"] - before.get(st, {}).get("replies", 0) for st in after}
         result["wall_s_before_refill"] = before_json.get("wall_s")
-        result["refill"] = {"replies_in_archive_before": sum(v["replies"] for v in before.values()),
-                            "replies_added_by_model": {k: v for k, v in added.items() if v},
-                            "why": "the archive was made on another CPU before embeddings were archived; this "
-                                   "machine built some requests differently, the model answered those, the rest "
-                                   "were replayed"}
+        result["refill"] = bench_replay.refill_record(before, stage_counts(cache))
     if archive:
         from mnemis.models.cache_archive import export_archive
 

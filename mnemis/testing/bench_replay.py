@@ -196,3 +196,14 @@ def rearchive(out: Path, work_cache: Path, run_dirs: Sequence[Path]) -> dict[str
     out.write_text(json.dumps(saved, indent=2, default=str) + "\n")
     print(f"re-archived {archive} ({archive.stat().st_size:,} bytes: {counts}); replay recorded in {out}")
     return saved["replay"]
+
+
+def refill_record(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """What a refill (a re-run with the archive as the response cache and the model loaded) added: the replies the
+    archive held and, per stage, those the model made anew (``before`` / ``after``: the cache's
+    :func:`mnemis.models.cache_archive.stage_counts`)."""
+    added = {st: n["replies"] - before.get(st, {}).get("replies", 0) for st, n in after.items()}
+    return {"replies_in_archive_before": sum(v["replies"] for v in before.values()),
+            "replies_added_by_model": {k: v for k, v in added.items() if v},
+            "why": "the archive was made on another CPU before embeddings were archived; this machine built some "
+                   "requests differently, the model answered those, the rest were replayed"}
