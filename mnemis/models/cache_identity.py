@@ -9,7 +9,7 @@ included, key its lookups without building the model: the model is built on the 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mnemis.sqlite_file import SQLiteFile
@@ -33,3 +33,13 @@ def remember_identity(db: SQLiteFile, node: str, identity: str, dim: int | None)
     db._create(SCHEMA)
     with db.transaction() as cur:
         cur.execute("INSERT OR REPLACE INTO identities (node, identity, dim) VALUES (?, ?, ?)", (node, identity, dim))
+
+
+def build_as_keyed(factory: Callable[[], Any], identity_of: Callable[[Any], str], keyed: str, kind: str) -> Any:
+    """Build a cache's wrapped model from its factory and check it is the model the cache entries were keyed by
+    (``identity_of(model) == keyed``); a ValueError naming both otherwise."""
+    model = factory()
+    built = identity_of(model)
+    if built != keyed:
+        raise ValueError(f"the {kind} built has identity {built}, its cache entries were keyed {keyed}")
+    return model

@@ -86,11 +86,9 @@ class CachedEmbedder:
         """The wrapped embedder (built now if it was given as a factory)."""
         if self._inner is None:
             assert self._factory is not None
-            self._inner = self._factory()
-            built = embedder_identity(self._inner)
-            if built != self.identity:
-                raise ValueError(f"the embedder built has identity {built}, its cache entries were keyed "
-                                 f"{self.identity}")
+            from mnemis.models.cache_identity import build_as_keyed
+
+            self._inner = build_as_keyed(self._factory, embedder_identity, self.identity, "embedder")
         return self._inner
 
     @property

@@ -86,11 +86,9 @@ class CachedReranker:
         """The wrapped reranker (built now if it was given as a factory with its identity)."""
         if self._inner is None:
             assert self._factory is not None
-            self._inner = self._factory()
-            built = reranker_identity(self._inner)
-            if built != self.identity:
-                raise ValueError(f"the reranker built has identity {built}, its cache entries were keyed "
-                                 f"{self.identity}")
+            from mnemis.models.cache_identity import build_as_keyed
+
+            self._inner = build_as_keyed(self._factory, reranker_identity, self.identity, "reranker")
         return self._inner
 
     @classmethod
