@@ -148,3 +148,12 @@ def test_a_replay_builds_llm_backends_lazily(tmp_path):
                                   embedder=None, reranker=None, selector_llm=None, answer_llm=None, judge_llms={},
                                   paths=paths, rerank_cache=True, cache_mode="replay_only"))
     assert models.llm.backend._llm is None
+
+
+def test_a_cached_model_is_built_only_as_the_model_its_entries_were_keyed_by():
+    from mnemis.models.cache_identity import build_as_keyed
+
+    assert build_as_keyed(lambda: "model-a", lambda m: m + "@1", "model-a@1", "embedder") == "model-a"
+    with pytest.raises(ValueError, match="the reranker built has identity model-b@1, its cache entries were keyed "
+                                         "model-a@1"):
+        build_as_keyed(lambda: "model-b", lambda m: m + "@1", "model-a@1", "reranker")
