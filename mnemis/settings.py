@@ -162,6 +162,10 @@ class System2Config(BaseModel):
     min_top_selections: int = Field(
         1, ge=0, description="decoding schema: at least this many picks in the first round (0 = may pick none and "
                              "end the walk, the paper; needs constrain_ids)")
+    min_lower_selections: int = Field(
+        1, ge=0, description="decoding schema: at least this many picks in each prompt of every later round, so a "
+                             "walk that picked a category goes on to its children (0 = may pick none and stop "
+                             "there, the paper; needs constrain_ids)")
     salvage: bool = Field(True, description="keep the complete selections of a truncated reply")
     max_tokens: int | Literal["auto"] = Field(512, description="reply budget; auto = the schema's worst case")
     temperature: float = 0.0

@@ -12,7 +12,7 @@ Variants (``--variants``):
 - ``tuned_rerank``: our hierarchy and walk, fused by the CPU reranker (SmolLM2-135M, P("yes"));
 - ``tuned_rrf``: the same walk, fused by reciprocal-rank fusion of the System-1 and System-2 lists (no model);
 - ``tuned_yes``: the same walk, the 1.5B model itself as the P("yes") scorer of at most :data:`PAIRS` pairs a question;
-- ``embed_rerank`` / ``embed_rrf``: ``tuned_rerank`` / ``tuned_rrf`` with the nodes placed into the proposed category
+- ``embed_rerank`` / ``embed_rrf`` / ``embed_yes``: ``tuned_rerank`` / ``tuned_rrf`` / ``tuned_yes`` with the nodes placed into the proposed category
   names by the embedder (``hierarchy.assign_by=embedding``) instead of the model's placement reply.
 
 Dev slices only (``--slice``): ``conv48`` (LoCoMo conv-48 sessions 1-2, 20 questions; its base graph is archived)
@@ -53,6 +53,7 @@ TUNED_WALK = [
     "hierarchy.max_existing=60",
     "retrieval.system2.page_by_window=true", "retrieval.system2.prompt_form=ours",
     "retrieval.system2.entity_round=true", "retrieval.system2.min_top_selections=1",
+    "retrieval.system2.min_lower_selections=1",
     "retrieval.system2.max_candidates_per_prompt=60", "retrieval.system2.max_facts_per_entity=10",
     "retrieval.system2.max_episodes_per_entity=10", "retrieval.system2.max_neighbours_per_entity=5",
     "retrieval.system2.max_items_per_type=100", "retrieval.system2.max_tokens=512",
@@ -65,6 +66,8 @@ VARIANTS: dict[str, list[str]] = {
     # the same, with the nodes placed into the proposed names by the embedder (the LLM names and describes)
     "embed_rerank": [*TUNED_WALK, "hierarchy.assign_by=embedding"],
     "embed_rrf": [*TUNED_WALK, "hierarchy.assign_by=embedding", "retrieval.fusion.scorer=rrf_routes"],
+    "embed_yes": [*TUNED_WALK, "hierarchy.assign_by=embedding", "reranker=qwen25_coder_1_5b_cpu",
+                  f"retrieval.fusion.max_pairs={PAIRS}"],
 }
 # dev slices: experiment, overrides, the archive that seeds the cache (None: built on the first run)
 SLICES: dict[str, tuple[str, list[str], str | None]] = {

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 PAPER_EXPERIMENTS = ["paper_locomo_k10", "paper_locomo_k30", "paper_locomo_baselines", "paper_locomo_mem0",
                      "paper_lme_s"]
 RETRIEVAL_ABLATIONS = ["s1_bm25_text", "s1_query", "s1_rrf", "s2_caps", "s2_entity_round", "s2_prompt_split",
-                       "s2_first_pick", "s2_prompt_form", "context_day_dates", "s2_window_pages"]
+                       "s2_first_pick", "s2_every_pick", "s2_prompt_form", "context_day_dates", "s2_window_pages"]
 OTHER_ABLATIONS = ["ingest_summaries_end", "hierarchy_parallel", "answer_terse", "ingest_prompt_limits",
                    "hierarchy_prompt", "hierarchy_min_assignments", "ingest_builder_mnemis", "hierarchy_dissolve_single",
                    "hierarchy_two_step", "hierarchy_top_width"]
@@ -32,7 +32,7 @@ PAPER_S1 = {"rrf_k": 0, "weights": {"cosine": 1.0, "bm25": 1.0}, "query_normaliz
             "recipe": {"window": 0, "date": False, "neighbour_chars": 200, "self_weight": 1}}
 PAPER_S2 = {"entity_round": False, "max_candidates_per_prompt": None, "max_facts_per_entity": None,
             "max_episodes_per_entity": None, "max_neighbours_per_entity": None, "max_items_per_type": None,
-            "min_top_selections": 0, "prompt_form": "released", "page_by_window": False}
+            "min_top_selections": 0, "min_lower_selections": 0, "prompt_form": "released", "page_by_window": False}
 
 
 def _cfg(overrides: list[str]) -> dict[str, Any]:

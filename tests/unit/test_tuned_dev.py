@@ -27,6 +27,7 @@ def test_variants_change_only_the_hierarchy_the_walk_and_the_fusion(td):
         assert (cfg["hierarchy"]["categorizer"] == "two_step") == tuned
         assert cfg["retrieval"]["system2"]["page_by_window"] is tuned
         assert (cfg["retrieval"]["system2"]["min_top_selections"] == 1) == tuned
+        assert (cfg["retrieval"]["system2"]["min_lower_selections"] == 1) == tuned
     fusion = {n: plain_config(["experiment=cpu_heldout", "mode=paper", *o])["retrieval"]["fusion"]
               for n, o in td.VARIANTS.items()}
     assert fusion["tuned_rrf"]["scorer"] == "rrf_routes" and fusion["tuned_rerank"]["scorer"] == "reranker"
@@ -34,7 +35,8 @@ def test_variants_change_only_the_hierarchy_the_walk_and_the_fusion(td):
     assert fusion["embed_rrf"]["scorer"] == "rrf_routes" and fusion["embed_rerank"]["scorer"] == "reranker"
     placed = {n: plain_config(["experiment=cpu_heldout", "mode=paper", *o])["hierarchy"]["assign_by"]
               for n, o in td.VARIANTS.items()}
-    assert {n for n, a in placed.items() if a == "embedding"} == {"embed_rerank", "embed_rrf"}
+    assert {n for n, a in placed.items() if a == "embedding"} == {"embed_rerank", "embed_rrf", "embed_yes"}
+    assert fusion["embed_yes"]["max_pairs"] == td.PAIRS
 
 
 def test_dev_slices_exclude_the_test_conversation(td):

@@ -239,6 +239,27 @@ def test_truncated_reply_is_salvaged(store):
     assert res2.traversal.fallback == "llm_failure"
 
 
+def _schema_bound(req) -> object:
+    """A model that picks nothing unless the decoding schema demands a pick; then it picks the first candidate."""
+    need = req.json_schema()["properties"]["selections"].get("minItems", 0)
+    first = prompt_candidates(req)[0]
+    return {"selections": [{"id": first["id"], "name": first["name"], "take_all_children": False}] if need else []}
+
+
+def test_every_round_must_pick_when_configured(store):
+    """min_lower_selections puts minItems on every later round, so a model that would stop at the top goes on
+    down to the entities; with 0 the same model stops after its forced first pick."""
+    [res], backend, _ = run(store, _schema_bound, [q(HEALTH)], min_top_selections=1, min_lower_selections=1)
+    rounds = [b[0].json_schema()["properties"]["selections"] for b in backend.batches]
+    assert [r.get("minItems") for r in rounds] == [1, 1, 1]
+    assert [r.layer for r in res.traversal.rounds] == [2, 1, 0]
+    assert all(r.selected for r in res.traversal.rounds)
+    assert any(h.kind == "entity" for h in res.context.entities) and res.context.facts
+    [res0], backend0, _ = run(store, _schema_bound, [q(HEALTH)], min_top_selections=1, min_lower_selections=0)
+    assert len(backend0.batches) == 2 and not res0.traversal.rounds[1].selected
+    assert all(h.kind == "category" for h in res0.context.entities) and not res0.context.facts
+
+
 def test_decoding_schema_restricts_ids_and_length(store):
     [res], backend, _ = run(store, {HEALTH: {"Lifestyle": False}}, [q(HEALTH)])
     schema = backend.batches[0][0].json_schema()
@@ -251,10 +272,12 @@ def test_decoding_schema_restricts_ids_and_length(store):
 
 def test_first_round_must_pick_when_configured(store):
     """min_top_selections puts minItems on the first round's decoding schema only (0: none anywhere)."""
-    [_], backend, _ = run(store, {HEALTH: {"Lifestyle": False}}, [q(HEALTH)], min_top_selections=1)
+    [_], backend, _ = run(store, {HEALTH: {"Lifestyle": False}}, [q(HEALTH)], min_top_selections=1,
+                          min_lower_selections=0)
     rounds = [b[0].json_schema()["properties"]["selections"] for b in backend.batches]
     assert len(rounds) >= 2 and rounds[0]["minItems"] == 1 and all("minItems" not in r for r in rounds[1:])
-    [_], backend0, _ = run(store, {HEALTH: {"Lifestyle": False}}, [q(HEALTH)], min_top_selections=0)
+    [_], backend0, _ = run(store, {HEALTH: {"Lifestyle": False}}, [q(HEALTH)], min_top_selections=0,
+                           min_lower_selections=0)
     assert all("minItems" not in b[0].json_schema()["properties"]["selections"] for b in backend0.batches)
     from mnemis.prompts.select_nodes import selection_schema
 
