@@ -268,7 +268,7 @@ class LocomoSettings(Section):
     name: Literal["locomo"]
     path: str | None
     download: bool
-    slice: SliceSettings
+    slice: EpisodeSliceSettings
 
 
 class LongMemEvalSettings(Section):

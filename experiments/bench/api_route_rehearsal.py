@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="the first N turns of the session (0: all 18); SmolLM2 writes every reply to its budget")
     args, extra = ap.parse_known_args(argv)
     if args.turns:
-        extra = [f"+dataset.slice.episodes=[1,{args.turns}]", *extra]
+        extra = [f"dataset.slice.episodes=[1,{args.turns}]", *extra]
     with tempfile.TemporaryDirectory() as tmp:
         out = rehearse(args.work or Path(tmp), args.max_model_len, extra, args.timeout_s)
     result = {"what": "experiment=paper_locomo_k10 llm=openai_compat against vLLM's OpenAI-compatible server on CPU "

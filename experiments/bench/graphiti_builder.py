@@ -14,7 +14,7 @@ machine cannot reach: the model under test judges, for both builders alike) and 
 
 Usage (nice it: the machine is shared)::
 
-    nice -n 10 python experiments/bench/graphiti_builder.py -- "+dataset.slice.episodes=[1,3]"   # SmolLM2, 3 turns
+    nice -n 10 python experiments/bench/graphiti_builder.py -- "dataset.slice.episodes=[1,3]"   # SmolLM2, 3 turns
     # Qwen2.5-Coder-1.5B on conv-26 session 1 (18 turns, 4 questions; `make setup-cpu-small` first; hours on 2 cores)
     nice -n 10 python experiments/bench/graphiti_builder.py --experiment cpu_small --no-small-model \\
         --out experiments/results/graphiti_builder_1_5b.json -- "dataset.slice.sessions=[1,1]"

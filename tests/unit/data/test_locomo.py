@@ -150,3 +150,23 @@ def test_slicing(locomo):
     assert s2.groups == ["conv-26", "conv-30"] and len(s2.questions) == 6
     with pytest.raises(DataError, match="unknown group"):
         slice_dataset(locomo, groups=["conv-999"])
+
+
+def test_load_dataset_slices_locomo_by_turns(locomo_path):
+    """``dataset.slice.episodes`` keeps the first turns of each conversation (the benches' short slices use it), and
+    the questions whose evidence lies in the kept turns only."""
+    from mnemis.data.load import load_dataset
+    from tests.helpers.compose import dataset_settings, plain_config
+
+    data = load_dataset(dataset_settings("locomo", path=str(locomo_path),
+                                         slice={"groups": ["conv-26"], "sessions": [1, 1], "episodes": [1, 6]}))
+    assert [e.source_id for e in data.episodes] == [f"D1:{i}" for i in range(1, 7)]
+    assert data.questions and all(q.group_id == "conv-26" for q in data.questions)
+    with pytest.raises(DataError, match="dataset.slice.episodes"):
+        load_dataset(dataset_settings("locomo", path=str(locomo_path), slice={"episodes": [6, 1]}))
+    # the key composes from the command line as the benches pass it (no '+': the YAML holds it)
+    cfg = plain_config(["experiment=cpu_small", "dataset.slice.sessions=[1,1]", "dataset.slice.episodes=[1,6]"])
+    assert cfg["dataset"]["slice"]["episodes"] == [1, 6]
+    from mnemis.settings import load_settings
+
+    assert load_settings(cfg).dataset.slice.episodes == [1, 6]
