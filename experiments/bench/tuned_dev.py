@@ -60,9 +60,10 @@ TUNED_WALK = [
 ]
 VARIANTS: dict[str, list[str]] = {
     "paper": [],
-    "tuned_rerank": TUNED_WALK,
-    "tuned_rrf": [*TUNED_WALK, "retrieval.fusion.scorer=rrf_routes"],
-    "tuned_yes": [*TUNED_WALK, "reranker=qwen25_coder_1_5b_cpu", f"retrieval.fusion.max_pairs={PAIRS}"],
+    "tuned_rerank": [*TUNED_WALK, "hierarchy.assign_by=llm"],
+    "tuned_rrf": [*TUNED_WALK, "hierarchy.assign_by=llm", "retrieval.fusion.scorer=rrf_routes"],
+    "tuned_yes": [*TUNED_WALK, "hierarchy.assign_by=llm", "reranker=qwen25_coder_1_5b_cpu",
+                  f"retrieval.fusion.max_pairs={PAIRS}"],
     # the same, with the nodes placed into the proposed names by the embedder (the LLM names and describes)
     "embed_rerank": [*TUNED_WALK, "hierarchy.assign_by=embedding"],
     "embed_rrf": [*TUNED_WALK, "hierarchy.assign_by=embedding", "retrieval.fusion.scorer=rrf_routes"],

@@ -61,7 +61,7 @@ def _loc(route: str, k: int | None = 10, **extra: Any) -> dict[str, Any]:
     m: dict[str, Any] = {"route": route, "fidelity": "paper", "ablation": NO_ABLATION, **extra}
     if k is not None:
         m["k"] = k
-    if route in ("s1_rag", "s1_graph", "s1_rag_graph", "s1_reranked", "s2_only", "mnemis"):
+    if route in ("s1_rag", "s1_graph", "s1_rag_graph", "s1_reranked", "s2_only", "mnemis", "mnemis_rrf"):
         m.setdefault("embedder", QWEN_EMB)
     if route in ("s1_reranked", "s2_only", "mnemis"):
         m.setdefault("reranker", QWEN_RR8)
@@ -140,14 +140,28 @@ def ablations(conf_dir: Path = CONF_DIR) -> dict[str, str]:
     return out
 
 
+def _fusion_route(path: Path, *keys: str) -> str:
+    """Full Mnemis' route under the fusion scorer a config file sets (``retrieval.fusion.scorer`` of an overlay, or
+    ``keys`` into a config group's file; unset: the paper's reranker)."""
+    from omegaconf import OmegaConf
+
+    node: Any = OmegaConf.to_container(OmegaConf.load(path))
+    for key in keys or ("retrieval", "fusion"):
+        node = (node or {}).get(key) if isinstance(node, dict) else None
+    scorer = (node or {}).get("scorer", "reranker") if isinstance(node, dict) else "reranker"
+    return "mnemis" if scorer == "reranker" else "mnemis_rrf"
+
+
 def ablation_table(dataset: str = "locomo", conf_dir: Path = CONF_DIR) -> Table:
     """``mode=paper`` (full Mnemis, k = 10), each ablation overlay on top of it, and ``mode=tuned``."""
     paper_row = next(r for r in TABLES["table1" if dataset == "locomo" else "table2"].rows
                      if r.label.startswith("Mnemis"))
     ref = "mode=paper"
     rows = [Row(ref, _loc("mnemis", 10), paper_row.paper)]
-    rows += [Row(f"+ {name}", _loc("mnemis", 10, ablation=name), None) for name in ablations(conf_dir)]
-    rows.append(Row("mode=tuned (all our defaults)", _loc("mnemis", 10, fidelity="tuned"), None))
+    rows += [Row(f"+ {name}", _loc(_fusion_route(conf_dir / "ablation" / f"{name}.yaml"), 10, ablation=name), None)
+             for name in ablations(conf_dir)]
+    rows.append(Row("mode=tuned (all our defaults)",
+                    _loc(_fusion_route(conf_dir / "retrieval" / "mnemis.yaml", "fusion"), 10, fidelity="tuned"), None))
     notes = tuple(f"`{name}`: {desc}" for name, desc in ablations(conf_dir).items())
     cats = LOCOMO_CATS if dataset == "locomo" else LME_CATS
     name = "LoCoMo" if dataset == "locomo" else "LongMemEval-S"

@@ -59,7 +59,7 @@ def test_union_sizes_count_what_the_reranker_is_sent(tmp_path):
     qs = [Question(group_id="g1", id="q0", question="Does Caroline play guitar?", answer="", category="1"),
           Question(group_id="g1", id="q1", question="Does Caroline play guitar?", answer="", category="1")]
     base = run_settings([]).retrieval
-    cfg = changed(base, k=1, system1=changed(base.system1, k=1), fusion=changed(base.fusion, k=1),
+    cfg = changed(base, k=1, system1=changed(base.system1, k=1), fusion=changed(base.fusion, k=1, scorer="reranker"),
                   system2=changed(base.system2, max_items_per_type=None, max_facts_per_entity=None,
                                   max_episodes_per_entity=None, max_neighbours_per_entity=None),
                   context=changed(base.context, max_tokens=None))

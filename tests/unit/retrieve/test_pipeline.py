@@ -15,7 +15,7 @@ from mnemis.models.llm.scripted import ScriptedBackend
 from mnemis.retrieve.pipeline import run_retrieval
 from mnemis.settings import RetrievalSettings
 from mnemis.types import Question
-from tests.helpers.compose import run_settings
+from tests.helpers.compose import changed, run_settings
 from tests.helpers.system2 import OverlapReranker, build_store, cid, eid, selector
 
 HEALTH = "What health problem does Caroline have?"
@@ -48,8 +48,13 @@ def test_configs_compose_and_run(setup, tmp_path):
     llm = LLM(backend, max_retries=0)
     rr = OverlapReranker()
     cfg = _cfg("mnemis")
+    assert cfg.fusion.scorer == "rrf_routes"  # our default: the routes' lists fused by rank, no reranker call
+    fused_by_rank = run_retrieval(store, questions(), cfg, embedder=emb, llm=llm, reranker=rr)
+    assert rr.calls == [] and len(backend.batches) == 3
+    assert cid("g1", 1, "Health") in {h.id for h in fused_by_rank.contexts[0].entities}
+    cfg = changed(cfg, fusion=changed(cfg.fusion, scorer="reranker"))  # the paper's fusion: one reranker call
     out = run_retrieval(store, questions(), cfg, embedder=emb, llm=llm, reranker=rr)
-    assert len(rr.calls) == 1 and len(backend.batches) == 3
+    assert len(rr.calls) == 1 and len(backend.batches) == 6
     a, b, c = out.contexts
     assert cid("g1", 1, "Health") in {h.id for h in a.entities}
     assert "s2_fallback" in b.flags and b.episodes  # System-1 alone
