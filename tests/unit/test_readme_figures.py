@@ -49,7 +49,10 @@ def _strip_code(line: str) -> str:
 
 
 def figures(text: str) -> list[str]:
-    return [m.group(1) + (m.group(2) or "") for m in NUMBER.finditer(_strip_code(text).replace("**", ""))]
+    """The figures of ``text``; one printed with a minus sign (U+2212) right before it keeps the sign."""
+    plain = _strip_code(text).replace("**", "")
+    return [("−" if m.start() and plain[m.start() - 1] == "−" else "") + m.group(1) + (m.group(2) or "")
+            for m in NUMBER.finditer(plain)]
 
 
 def _leaves(obj) -> list[float]:
@@ -65,7 +68,7 @@ def _leaves(obj) -> list[float]:
 
 
 def matches(printed: str, values: list[float]) -> bool:
-    x = float(printed.replace(",", ""))
+    x = float(printed.replace(",", "").replace("−", "-"))
     decimals = len(printed.split(".", 1)[1]) if "." in printed else 0
     tol = 0.5 * 10**-decimals + 1e-9
     return any(abs(v * scale - x) <= tol for v in values for scale in (1, 100, 1000))
@@ -203,6 +206,11 @@ def test_the_check_catches_uncited_and_wrong_figures(tmp_path, monkeypatch):
     ("int8 fp32 recall@10 k=10 cats 1–4 D1:3 `python x.py --k 3`", []),
     ("1,536 questions, 0.22× the time, 8.8×, 64/64", ["1,536", "0.22", "8.8"]),
     ("≤ 2,500 and ≥0.60", []),
+    ("strict −0.05, CI −0.15 to 0.0", ["−0.05", "−0.15", "0.0"]),
 ])
 def test_figures_are_read_as_printed(text, expected):
     assert figures(text) == expected
+
+
+def test_a_printed_sign_must_match():
+    assert matches("−0.35", [-0.35]) and not matches("−0.35", [0.35]) and not matches("0.35", [-0.35])
