@@ -17,6 +17,7 @@ def test_sweep_over_retrieval_reuses_the_memory(tmp_path, locomo_path):
         sys.executable, "-m", "mnemis.app.cli", "run", "-m", "experiment=quickstart", "llm=schema_fake",
         "embedder=hashing", "reranker=cosine", "retrieval.k=5,10", "judge.leniency.enabled=false",
         "methods=[mnemis,rag,full_context,mem0]",
+        "retrieval.fusion.scorer=reranker",  # the paper's fusion, so the reranker's disk cache is exercised below
         f"paths.artifacts_dir={tmp_path}/artifacts", f"paths.cache_dir={tmp_path}/cache",
         f"paths.shared_data_dir={locomo_path.parent}", f"hydra.sweep.dir={tmp_path}/sweep",
     ]
