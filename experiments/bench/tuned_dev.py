@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemis.eval.run_dir import HIERARCHY_METRICS_FILE, METRICS_FILE, TRAVERSAL_FILE
+from mnemis.eval.run_dir import HIERARCHY_METRICS_FILE, LEDGER_FILE, METRICS_FILE, TIMINGS_FILE, TRAVERSAL_FILE
 from mnemis.testing import bench_replay, bench_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,6 +126,25 @@ def built_hierarchy(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+def stage_cost(run_dir: Path) -> dict[str, Any] | None:
+    """Calls, tokens and wall time of every model stage of the run (``ledger.json``), and seconds per method
+    (``timings.json``). Tokens and time count the calls the model answered in this run; a call answered from the
+    response cache (an archived paper-mode reply, or a reply of an earlier sitting) counts in ``from_cache`` only."""
+    path = Path(run_dir) / LEDGER_FILE
+    if not path.is_file():
+        return None
+    stages = {}
+    for name, s in sorted(json.loads(path.read_text())["stages"].items()):
+        if not s.get("calls"):
+            continue
+        stages[name] = {"calls": s["calls"], "from_cache": s.get("cache_hits", 0),
+                        "prompt_tokens": s.get("prompt_tokens", 0), "completion_tokens": s.get("completion_tokens", 0),
+                        "failures": s.get("failures", 0), "wall_s": round(float(s.get("wall_s") or 0.0), 1)}
+    timings = Path(run_dir) / TIMINGS_FILE
+    return {"stages": stages,
+            "method_wall_s": json.loads(timings.read_text()) if timings.is_file() else None}
+
+
 def report(runs_dir: Path, variants: Sequence[str], command: str, experiment: str) -> dict[str, Any]:
     summaries = {v: bench_runs.summarize(runs_dir / v) for v in variants}
     rows = {v: bench_runs.question_rows(runs_dir / v) for v in variants}
@@ -137,7 +156,8 @@ def report(runs_dir: Path, variants: Sequence[str], command: str, experiment: st
         "experiment": experiment,
         "variants": {v: {"overrides": VARIANTS[v], **bench_runs.variant_figures(summaries[v]),
                          "hierarchy_shape": hierarchy_shape((summaries[v].get("health") or {}).get("hierarchy")),
-                         "hierarchy_built": built_hierarchy(runs_dir / v), "system2_walk": walk_summary(runs_dir / v)}
+                         "hierarchy_built": built_hierarchy(runs_dir / v), "system2_walk": walk_summary(runs_dir / v),
+                         "cost": stage_cost(runs_dir / v)}
                      for v in variants},
         "against_paper": bench_runs.against_paper(rows, judges),
         "slice": next(iter(summaries.values())).get("slice") if summaries else None,
@@ -260,6 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.summarize:
         result = {**report(runs_dir, variants, command + " (re-summarised)", experiment),
                   "overrides": [*slice_overrides, *overrides], "host": bench_replay.host()}
+        if out.is_file():  # what only the run knew: its wall times and the archive it wrote
+            saved = json.loads(out.read_text())
+            result.update({k: saved[k] for k in ("wall_s", "cache_archive", "pending_variants") if k in saved})
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {out}")

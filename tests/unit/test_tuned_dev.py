@@ -50,6 +50,23 @@ def test_dev_slices_exclude_the_test_conversation(td):
     assert any("system2.max_tokens" in o for o in td.base_overrides("cpu", select_cap=True))
 
 
+def test_stage_cost_reads_the_ledger_and_the_timings(td, tmp_path):
+    assert td.stage_cost(tmp_path) is None  # no run yet
+    ledger = {"stages": {"select": {"calls": 40, "cache_hits": 4, "prompt_tokens": 9000, "completion_tokens": 700,
+                                    "failures": 1, "wall_s": 12.345},
+                         "extract_facts": {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "wall_s": 0.0}},
+              "total": {}}
+    (tmp_path / "ledger.json").write_text(json.dumps(ledger))
+    (tmp_path / "timings.json").write_text(json.dumps({"mnemis": 30.5, "rag": 0.1}))
+    cost = td.stage_cost(tmp_path)
+    assert cost == {"stages": {"select": {"calls": 40, "from_cache": 4, "prompt_tokens": 9000, "completion_tokens": 700,
+                                          "failures": 1, "wall_s": 12.3}},
+                    "method_wall_s": {"mnemis": 30.5, "rag": 0.1}}
+    from mnemis.testing.bench_replay import figures
+
+    assert figures({"cost": cost}) == {"cost": {}}  # times and token counts of a sitting are not replayed figures
+
+
 @pytest.mark.slow  # two schema-fake runs and their replay through the CLI: about a minute on 2 cores
 def test_a_small_run_of_two_variants_replays(td, tmp_path, locomo_path):
     out = tmp_path / "results" / "t.json"
