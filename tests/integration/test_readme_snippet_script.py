@@ -41,8 +41,11 @@ def installed_wheel_venv(where: Path) -> Path:
                           check=True, capture_output=True, text=True).stdout.strip()
     (Path(site) / "mnemis_test_deps.pth").write_text(deps + "\n")
     wheel = next(wheels.glob("mnemis-*.whl"))
+    # without PYTHONPATH: a source tree on it (with the egg-info the wheel build leaves there) would make pip see
+    # mnemis as installed already and skip the wheel
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True, timeout=300)
+                   check=True, capture_output=True, timeout=300, env=env)
     return venv
 
 

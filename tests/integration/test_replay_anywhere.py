@@ -21,6 +21,7 @@ def test_a_replay_reproduces_every_figure_under_two_kernel_paths_and_thread_coun
     out = tmp_path / "results" / "q.json"
     small = ["llm=schema_fake", "embedder=minilm", "reranker=cosine", "dataset.slice.sessions=[1,1]",
              "dataset.slice.max_questions=3", "methods=[mnemis,rag,full_context]", "judge.leniency.n=2",
+             "retrieval.fusion.scorer=reranker",  # the paper's fusion: the reranker's scores are archived too
              "judge.longmemeval_format=reasoned", f"paths.cache_dir={tmp_path}/cache",
              f"paths.artifacts_dir={tmp_path}/art", f"paths.shared_data_dir={locomo_path.parent}"]
     assert cq.main(["--modes", "tuned", "--runs-dir", str(tmp_path / "runs"), "--out", str(out), "--archive",
