@@ -41,7 +41,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemis.eval.run_dir import HIERARCHY_METRICS_FILE, LEDGER_FILE, METRICS_FILE, TIMINGS_FILE, TRAVERSAL_FILE
+from mnemis.eval.run_dir import (
+    CONFIG_FILE,
+    CONTEXTS_FILE,
+    HIERARCHY_METRICS_FILE,
+    LEDGER_FILE,
+    METRICS_FILE,
+    SYSTEM1_FILE,
+    TIMINGS_FILE,
+    TRAVERSAL_FILE,
+)
 from mnemis.testing import bench_replay, bench_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,6 +135,41 @@ def built_hierarchy(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+def context_recall(run_dir: Path, gold: dict[str, list[str]]) -> dict[str, Any] | None:
+    """Direct evidence recall (the share of a question's gold turns in its list) of System-1's list and of the fused
+    context, read from ``system1.jsonl`` and ``contexts.jsonl``: written once retrieval is done, so a run stopped
+    while answering has them. Also how many of the fused context's turns System-2 brought (a hit with an ``s2``
+    score). Questions without gold evidence are skipped, as in the run's own recall."""
+    s1_path, ctx_path = Path(run_dir) / SYSTEM1_FILE, Path(run_dir) / CONTEXTS_FILE
+    if not (s1_path.is_file() and ctx_path.is_file()):
+        return None
+    s1 = {r["question_id"]: set(r["episodes"]) for r in map(json.loads, s1_path.read_text().splitlines())}
+    fused, from_s2 = {}, 0
+    for r in map(json.loads, ctx_path.read_text().splitlines()):
+        fused[r["question_id"]] = {h["id"] for h in r["episodes"]}
+        from_s2 += sum(1 for h in r["episodes"] if "s2" in (h.get("scores") or {}))
+    asked = [q for q in fused if gold.get(q)]
+    if not asked:
+        return None
+
+    def mean(lists: dict[str, set[str]]) -> float:
+        return round(sum(len(set(gold[q]) & lists.get(q, set())) / len(set(gold[q])) for q in asked) / len(asked), 4)
+
+    return {"questions": len(asked), "system1_direct": mean(s1), "fused_direct": mean(fused),
+            "fused_turns_from_system2": from_s2, "fused_turns": sum(len(v) for v in fused.values())}
+
+
+def run_gold(run_dir: Path) -> dict[str, list[str]]:
+    """Each question's gold evidence turns, from the dataset the run's ``config.json`` names."""
+    from mnemis.data.load import load_dataset
+    from mnemis.data.sources import DataDirs
+    from mnemis.settings import load_settings
+
+    settings = load_settings(json.loads((Path(run_dir) / CONFIG_FILE).read_text()))
+    data = load_dataset(settings.dataset, data_dirs=DataDirs.from_paths(settings.paths))
+    return {q.id: list(q.evidence) for q in data.questions}
+
+
 def stage_cost(run_dir: Path) -> dict[str, Any] | None:
     """Calls, tokens and wall time of every model stage of the run (``ledger.json``), and seconds per method
     (``timings.json``). Tokens and time count the calls the model answered in this run; a call answered from the
@@ -157,7 +201,9 @@ def report(runs_dir: Path, variants: Sequence[str], command: str, experiment: st
         "variants": {v: {"overrides": VARIANTS[v], **bench_runs.variant_figures(summaries[v]),
                          "hierarchy_shape": hierarchy_shape((summaries[v].get("health") or {}).get("hierarchy")),
                          "hierarchy_built": built_hierarchy(runs_dir / v), "system2_walk": walk_summary(runs_dir / v),
-                         "cost": stage_cost(runs_dir / v)}
+                         "cost": stage_cost(runs_dir / v),
+                         "context_recall": (context_recall(runs_dir / v, run_gold(runs_dir / v))
+                                            if (runs_dir / v / CONTEXTS_FILE).is_file() else None)}
                      for v in variants},
         "against_paper": bench_runs.against_paper(rows, judges),
         "slice": next(iter(summaries.values())).get("slice") if summaries else None,

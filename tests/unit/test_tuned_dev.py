@@ -67,6 +67,21 @@ def test_stage_cost_reads_the_ledger_and_the_timings(td, tmp_path):
     assert figures({"cost": cost}) == {"cost": {}}  # times and token counts of a sitting are not replayed figures
 
 
+def test_context_recall_reads_a_run_stopped_after_retrieval(td, tmp_path):
+    assert td.context_recall(tmp_path, {"q1": ["a"]}) is None  # retrieval not done
+    (tmp_path / "system1.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"question_id": "q1", "episodes": ["a", "x"]}, {"question_id": "q2", "episodes": ["y"]},
+        {"question_id": "q3", "episodes": []}]))
+    hit = lambda i, s2=False: {"id": i, "scores": {"rrf": 0.1, **({"s2": 0.5} if s2 else {})}}  # noqa: E731
+    (tmp_path / "contexts.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"question_id": "q1", "episodes": [hit("a"), hit("b", True)]},
+        {"question_id": "q2", "episodes": [hit("c", True), hit("y")]},
+        {"question_id": "q3", "episodes": [hit("z", True)]}]))
+    gold = {"q1": ["a", "b"], "q2": ["c", "d"], "q3": []}  # q3 has no evidence: skipped
+    assert td.context_recall(tmp_path, gold) == {"questions": 2, "system1_direct": 0.25, "fused_direct": 0.75,
+                                                "fused_turns_from_system2": 3, "fused_turns": 5}
+
+
 @pytest.mark.slow  # two schema-fake runs and their replay through the CLI: about a minute on 2 cores
 def test_a_small_run_of_two_variants_replays(td, tmp_path, locomo_path):
     out = tmp_path / "results" / "t.json"
