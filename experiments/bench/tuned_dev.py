@@ -165,7 +165,9 @@ def run_gold(run_dir: Path) -> dict[str, list[str]]:
     from mnemis.data.sources import DataDirs
     from mnemis.settings import load_settings
 
-    settings = load_settings(json.loads((Path(run_dir) / CONFIG_FILE).read_text()))
+    config = json.loads((Path(run_dir) / CONFIG_FILE).read_text())
+    config["dataset"]["slice"].setdefault("episodes", None)  # a run made before LoCoMo's slice had the key
+    settings = load_settings(config)
     data = load_dataset(settings.dataset, data_dirs=DataDirs.from_paths(settings.paths))
     return {q.id: list(q.evidence) for q in data.questions}
 
@@ -329,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if out.is_file():  # what only the run knew: its wall times and the archive it wrote
             saved = json.loads(out.read_text())
             result.update({k: saved[k] for k in ("wall_s", "cache_archive", "pending_variants") if k in saved})
+            if result.get("pending_variants"):
+                result["status"] = "partial"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {out}")
