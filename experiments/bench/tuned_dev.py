@@ -51,6 +51,7 @@ from mnemis.eval.run_dir import (
     TIMINGS_FILE,
     TRAVERSAL_FILE,
 )
+from mnemis.eval.route_recall import recall
 from mnemis.testing import bench_replay, bench_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -152,8 +153,8 @@ def context_recall(run_dir: Path, gold: dict[str, list[str]]) -> dict[str, Any] 
     if not asked:
         return None
 
-    def mean(lists: dict[str, set[str]]) -> float:
-        return round(sum(len(set(gold[q]) & lists.get(q, set())) / len(set(gold[q])) for q in asked) / len(asked), 4)
+    def mean(lists: dict[str, set[str]]) -> float:  # the run's own per-question share (mnemis.eval.route_recall)
+        return round(sum(recall(gold[q], lists.get(q, set())) for q in asked) / len(asked), 4)
 
     return {"questions": len(asked), "system1_direct": mean(s1), "fused_direct": mean(fused),
             "fused_turns_from_system2": from_s2, "fused_turns": sum(len(v) for v in fused.values())}

@@ -4,7 +4,8 @@ Walk, per query: start with every top-layer category of the query's group; each 
 selects among the candidates; a selected node expands to its (deduplicated) children, which are the
 next round's candidates; a node flagged ``take_all_children`` adds itself and its whole subtree with
 no further calls. A round that selects nothing ends the walk (``min_top_selections`` and ``min_lower_selections``
-put a minimum on each prompt's decoding schema, so a small model cannot stop at the first layer). With ``entity_round`` (default, as in
+put a minimum on each prompt's decoding schema, so a small model cannot stop at the first layer). With
+``entity_round`` (default, as in
 the paper) the entity children of selected layer-1 categories get one more LLM round; with
 ``entity_round=False`` entities are never shown to the LLM and enter only through shortcut subtrees
 (the released code that produced the paper's metrics files; ``mode=paper``). Selected entities then
