@@ -14,6 +14,8 @@ Variants (``--variants``):
 - ``tuned_yes``: the same walk, the 1.5B model itself as the P("yes") scorer of at most :data:`PAIRS` pairs a question;
 - ``embed_rerank`` / ``embed_rrf`` / ``embed_yes``: ``tuned_rerank`` / ``tuned_rrf`` / ``tuned_yes`` with the nodes placed into the proposed category
   names by the embedder (``hierarchy.assign_by=embedding``) instead of the model's placement reply.
+- ``embed_rrf_sim``: ``embed_rrf`` with System-2's lists first put in System-1's relevance order, the search
+  restricted to the items the walk reached (``retrieval.fusion.system2_order=similarity``), instead of walk order.
 
 Dev slices only (``--slice``): ``conv48`` (LoCoMo conv-48 sessions 1-2, 20 questions; its base graph is archived)
 or ``conv41`` (conv-41 sessions 1-2; its base graph is built on the first run, hours on 2 cores). conv-26 is the
@@ -79,6 +81,9 @@ VARIANTS: dict[str, list[str]] = {
     "embed_rrf": [*TUNED_WALK, "hierarchy.assign_by=embedding", "retrieval.fusion.scorer=rrf_routes"],
     "embed_yes": [*TUNED_WALK, "hierarchy.assign_by=embedding", "reranker=qwen25_coder_1_5b_cpu",
                   f"retrieval.fusion.max_pairs={PAIRS}"],
+    # rrf_routes with System-2's lists first put in System-1's relevance order (over what the walk reached)
+    "embed_rrf_sim": [*TUNED_WALK, "hierarchy.assign_by=embedding", "retrieval.fusion.scorer=rrf_routes",
+                      "retrieval.fusion.system2_order=similarity"],
 }
 # dev slices: experiment, overrides, the archive that seeds the cache (None: built on the first run)
 SLICES: dict[str, tuple[str, list[str], str | None]] = {

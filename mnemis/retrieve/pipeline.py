@@ -71,18 +71,24 @@ def run_retrieval(
     s1_on = cfg.system1.enabled or mode == "system1"
     s2_on = cfg.system2.enabled and mode in ("system2", "both")
     questions = list(questions)
+    order_s2 = s2_on and cfg.fusion.system2_order == "similarity"
     s1 = None
-    if s1_on:
-        if system1 is None:
-            from mnemis.retrieve.system1 import System1
+    if (s1_on or order_s2) and system1 is None:
+        from mnemis.retrieve.system1 import System1
 
-            system1 = System1(store, embedder, **cfg.system1.kwargs())
+        system1 = System1(store, embedder, **cfg.system1.kwargs())
+    if s1_on:
         s1 = system1.search(questions)
     s2 = None
     if s2_on:
         if llm is None:
             raise ValueError(f"fusion mode {mode!r} needs an llm for System-2 selection")
         s2 = System2(store, llm, cfg.system2.config()).select(questions)
-    contexts = Fuser(store, reranker, **cfg.fusion.model_dump()).fuse(questions, s1, s2)
+    routed = s2
+    if order_s2:  # System-2's lists in System-1's relevance order, restricted to what the walk reached
+        ranked = system1.rank_within(questions, [r.context for r in s2])
+        routed = [r.model_copy(update={"context": c}) for r, c in zip(s2, ranked)]
+    fusion = cfg.fusion.model_dump(exclude={"system2_order"})
+    contexts = Fuser(store, reranker, **fusion).fuse(questions, s1, routed)
     rendered = render_context(store, contexts, tokenizer=tokenizer, **cfg.context.model_dump())
     return RetrievalOutput(contexts=contexts, rendered=rendered, system1=s1, system2=s2)

@@ -183,6 +183,60 @@ class System1:
                     setattr(out[r], _FIELD[item], h)
         return out
 
+    def rank_within(self, queries: Sequence[Question], contexts: Sequence[RetrievedContext]) -> list[RetrievedContext]:
+        """Each context's lists put in System-1's own order, the search restricted to the items already in them.
+
+        Per query and item type, the listed items get their cosine and BM25 ranks against the query over the whole
+        group (the ranks :meth:`search` sees) and are ordered by the same weighted RRF of those ranks, so the order
+        is System-1's full ranking with every other item removed; no item is added or dropped. Items no index holds (categories, unembedded items with no
+        BM25 match) follow in their given order. Used to give System-2's walk-ordered lists a relevance order
+        before fusion (``retrieval.fusion.system2_order: similarity``). Returns new contexts (inputs untouched).
+        """
+        if len(queries) != len(contexts):
+            raise ValueError(f"{len(contexts)} contexts for {len(queries)} queries")
+        parsed = self._parse(queries)
+        out = [c.model_copy(deep=True) for c in contexts]
+        if not parsed:
+            return out
+        for (qid, gid, _), c in zip(parsed, out):
+            if c.group_id != gid:
+                raise ValueError(f"context of group {c.group_id!r} aligned with query {qid!r} of group {gid!r}")
+        qvecs = None
+        if self.use_vector:
+            qvecs = np.asarray(self.embedder.encode([t for _, _, t in parsed], kind="query"), dtype=np.float32)
+        weights = {name: w for name, w in self.weights.items() if name in ("cosine", "bm25")}
+        for n, ((_, gid, text), ctx) in enumerate(zip(parsed, out)):
+            for item in ROUTE_ITEMS["both"]:
+                hits = getattr(ctx, _FIELD[item])
+                if not hits:
+                    continue
+                idx = self.catalog.get(gid, item)
+                wanted = {h.id for h in hits}
+                named: dict[str, tuple[list[str], list[float]]] = {}
+                if self.use_vector and idx.vector is not None and len(idx.vector):
+                    scores, ids = idx.vector.search(qvecs[n : n + 1], len(idx.vector))
+                    named["cosine"] = (list(ids[0]), [float(s) for s in scores[0]])
+                if self.use_bm25 and len(idx.bm25):
+                    _, ids = idx.bm25.search([normalize_query(text) if self.query_normalize else text], len(idx.bm25))
+                    bm = idx.bm25.scores(normalize_query(text) if self.query_normalize else text)
+                    pos = {i: j for j, i in enumerate(idx.bm25.ids)}
+                    named["bm25"] = (ids[0], [float(bm[pos[i]]) for i in ids[0]])
+                named = {k: v for k, v in named.items() if v[0]}
+                # ranks over the whole group (as search ranks them), then only the given items are kept
+                fused = rrf(named, k_rrf=self.rrf_k, weights={k: w for k, w in weights.items() if k in named})
+                by_id = {h.id: h for h in hits}
+                ranked = []
+                for i, s, p in zip(fused.ids, fused.scores, fused.parts):
+                    h = by_id.get(i)
+                    if h is None:
+                        continue
+                    h.scores.update({f"within_{k}": v for k, v in p.items()})
+                    h.scores["within_rrf"] = s
+                    ranked.append(h)
+                seen = {h.id for h in ranked}
+                setattr(ctx, _FIELD[item], ranked + [h for h in hits if h.id not in seen])
+        return out
+
     def pool(self, item: str) -> int:
         budget = self.budget(item)
         return max(budget, int(round(self.pool_factor * budget)))

@@ -84,3 +84,31 @@ def test_system2_only_needs_an_llm(setup):
     store, emb = setup
     with pytest.raises(ValueError):
         run_retrieval(store, questions(), _cfg("system2_only"), embedder=emb, reranker=OverlapReranker())
+
+
+def test_system2_order_similarity_ranks_the_walk_lists_before_fusion(setup):
+    """fusion.system2_order=similarity: System-2's lists reach the fuser in System-1's order over what the walk
+    reached (the walk's own record keeps its order); walk order is the default."""
+    from mnemis.retrieve.system1 import System1
+
+    store, emb = setup
+    plan = {HEALTH: {"Lifestyle": False, "Health": False, "gastritis": False},
+            "Where did Bob travel?": {"Travel": True}}
+    cfg = _cfg("mnemis")
+    assert cfg.fusion.system2_order == "walk"
+    only_s2 = changed(cfg, fusion=changed(cfg.fusion, mode="system2", k=1000))
+    walk = run_retrieval(store, questions(), only_s2, embedder=emb, llm=LLM(ScriptedBackend(selector(plan))))
+    sim_cfg = changed(only_s2, fusion=changed(only_s2.fusion, system2_order="similarity"))
+    sim = run_retrieval(store, questions(), sim_cfg, embedder=emb, llm=LLM(ScriptedBackend(selector(plan))))
+    s1 = System1(store, emb, **cfg.system1.kwargs())
+    want = s1.rank_within(questions(), [r.context for r in walk.system2])
+    for w, s, ctx in zip(walk.contexts, sim.contexts, want):
+        if "s2_fallback" in s.flags:
+            continue
+        for f in ("episodes", "entities", "facts"):
+            assert [h.id for h in getattr(s, f)] == [h.id for h in getattr(ctx, f)]
+            assert sorted(h.id for h in getattr(s, f)) == sorted(h.id for h in getattr(w, f))
+    assert [[h.id for h in r.context.episodes] for r in sim.system2] == \
+           [[h.id for h in r.context.episodes] for r in walk.system2]  # the walk's record is unchanged
+    assert any([h.id for h in getattr(w, f)] != [h.id for h in getattr(s, f)]
+               for w, s in zip(walk.contexts, sim.contexts) for f in ("episodes", "entities", "facts"))

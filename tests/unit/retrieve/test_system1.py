@@ -282,3 +282,34 @@ def test_grouped_index_on_cuda_runs_the_kernel_with_thesame_hits(tmp_path):
     got = System1(store, emb, k=3, cache_dir=None, index="grouped", device="cuda").search(QUERIES)
     same_hits(got, want)
     store.close()
+
+
+def test_rank_within_orders_only_the_given_items_as_search_would(mem):
+    """rank_within: the given lists in System-1's cosine+BM25 RRF order; nothing added or dropped; items no
+    index holds (a category) keep their place after the ranked ones; inputs untouched."""
+    from mnemis.types import Hit, RetrievedContext
+
+    store, emb = mem
+    s1 = System1(store, emb, k=3, pool_factor=100, cache_dir=None)
+    q = Question(group_id="a", id="q", question="Who likes hiking and pottery?", answer="", category="1")
+    eps = [e.id for e in store.episodes("a")]
+    given = eps[::-1][:12]  # walk order: an arbitrary order of 12 of the 30 turns
+    walk = RetrievedContext(question_id="q", group_id="a",
+                            episodes=[Hit(id=i, kind="episode", score=0.0) for i in given],
+                            entities=[Hit(id="a:cat1", kind="category", score=0.0),
+                                      Hit(id="a:e1", kind="entity", score=0.0)])
+    [ranked] = s1.rank_within([q], [walk])
+    assert [h.id for h in walk.episodes] == given  # input untouched
+    got = [h.id for h in ranked.episodes]
+    assert sorted(got) == sorted(given)
+    # the same order as the full search restricted to these items (the full ranking covers every turn here)
+    s1_all = System1(store, emb, k=30, pool_factor=100, cache_dir=None)
+    [full] = s1_all.search([q])
+    full_order = [h.id for h in full.episodes if h.id in set(given)]
+    assert got[: len(full_order)] == full_order and got != given
+    assert all("within_rrf" in h.scores for h in ranked.episodes[: len(full_order)])
+    assert [h.id for h in ranked.entities] == ["a:e1", "a:cat1"]  # the category has no index: it follows
+    with pytest.raises(ValueError, match="group"):
+        s1.rank_within([q], [walk.model_copy(update={"group_id": "b"})])
+    with pytest.raises(ValueError, match="contexts for"):
+        s1.rank_within([q], [])
