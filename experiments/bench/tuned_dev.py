@@ -27,6 +27,7 @@ setting is fixed.
     python experiments/bench/tuned_dev.py --variants paper,tuned_rrf     # a subset (paper is the baseline)
     python experiments/bench/tuned_dev.py --replay                       # every figure again from the archive
     python experiments/bench/tuned_dev.py --conv26 tuned_rrf             # the test, after tuning (many CPU-hours)
+    python experiments/bench/tuned_dev.py --conv26 embed_rrf,embed_rrf_sim --reuse-finished  # add a variant
 
 Resumable: each variant's replies go to one response cache as they are made, so a stopped run continues where it
 stopped; ``--archive`` (default) keeps them beside the JSON (``tuned_dev.cache.jsonl.gz``).
@@ -295,8 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {list(VARIANTS)}")
     ap.add_argument("--slice", choices=sorted(SLICES), default="conv48", help="the dev slice (never conv-26)")
-    ap.add_argument("--conv26", metavar="VARIANT", choices=[v for v in VARIANTS if v != "paper"],
-                    help="the test: this variant and paper mode on all of conv-26 over its archived base graph")
+    ap.add_argument("--conv26", metavar="VARIANTS",
+                    help="the test: these variants (comma-separated) and paper mode on all of conv-26 over its "
+                         "archived base graph")
     ap.add_argument("--runs-dir", type=Path)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--cache-dir", type=Path, help="the response cache (default .cache/mnemis_<name>)")
@@ -310,7 +312,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("overrides", nargs="*", help="hydra overrides after --")
     args = ap.parse_args(argv)
     if args.conv26:
-        variants, (experiment, seed_from), slice_overrides = ["paper", args.conv26], TEST, []
+        tested = [v.strip() for v in args.conv26.split(",") if v.strip()]
+        bad = [v for v in tested if v not in VARIANTS or v == "paper"]
+        if bad or not tested:
+            ap.error(f"--conv26: unknown {bad}; choose from {[v for v in VARIANTS if v != 'paper']}")
+        variants, (experiment, seed_from), slice_overrides = ["paper", *tested], TEST, []
         name = "tuned_conv26"
     else:
         variants = [v.strip() for v in args.variants.split(",") if v.strip()]

@@ -36,8 +36,9 @@ def test_variants_change_only_the_hierarchy_the_walk_and_the_fusion(td):
     placed = {n: plain_config(["experiment=cpu_heldout", "mode=paper", *o])["hierarchy"]["assign_by"]
               for n, o in td.VARIANTS.items()}
     assert {n for n, a in placed.items() if a == "embedding" and n != "paper"} == {"embed_rerank", "embed_rrf",
-                                                                                   "embed_yes"}
+                                                                                   "embed_yes", "embed_rrf_sim"}
     assert fusion["embed_yes"]["max_pairs"] == td.PAIRS
+    assert {n for n, f in fusion.items() if f["system2_order"] == "similarity"} == {"embed_rrf_sim"}
 
 
 def test_dev_slices_exclude_the_test_conversation(td):
@@ -48,6 +49,9 @@ def test_dev_slices_exclude_the_test_conversation(td):
     # the conv-26 archive was made without the selection cap; the held-out one with it
     assert not any("system2.max_tokens" in o for o in td.base_overrides("cpu", select_cap=False))
     assert any("system2.max_tokens" in o for o in td.base_overrides("cpu", select_cap=True))
+    for bad in ("paper", "embed_rrf,nope", ","):  # the test names tuned variants only
+        with pytest.raises(SystemExit):
+            td.main(["--conv26", bad])
 
 
 def test_stage_cost_reads_the_ledger_and_the_timings(td, tmp_path):
