@@ -88,15 +88,16 @@ def test_system2_only_needs_an_llm(setup):
 
 def test_system2_order_similarity_ranks_the_walk_lists_before_fusion(setup):
     """fusion.system2_order=similarity: System-2's lists reach the fuser in System-1's order over what the walk
-    reached (the walk's own record keeps its order); walk order is the default."""
+    reached (the walk's own record keeps its order); walk order keeps the walk's."""
     from mnemis.retrieve.system1 import System1
 
     store, emb = setup
     plan = {HEALTH: {"Lifestyle": False, "Health": False, "gastritis": False},
             "Where did Bob travel?": {"Travel": True}}
     cfg = _cfg("mnemis")
-    assert cfg.fusion.system2_order == "walk"
-    only_s2 = changed(cfg, fusion=changed(cfg.fusion, mode="system2", k=1000))
+    assert cfg.fusion.system2_order == "similarity"  # our default; mode=paper keeps the walk's order
+    assert run_settings(["retrieval=mnemis", "mode=paper"]).retrieval.fusion.system2_order == "walk"
+    only_s2 = changed(cfg, fusion=changed(cfg.fusion, mode="system2", k=1000, system2_order="walk"))
     walk = run_retrieval(store, questions(), only_s2, embedder=emb, llm=LLM(ScriptedBackend(selector(plan))))
     sim_cfg = changed(only_s2, fusion=changed(only_s2.fusion, system2_order="similarity"))
     sim = run_retrieval(store, questions(), sim_cfg, embedder=emb, llm=LLM(ScriptedBackend(selector(plan))))
