@@ -200,7 +200,7 @@ class FusionSettings(Section):
     graph_factor: int = Field(ge=1)
     rrf_k: int = Field(60, ge=0)
     max_pairs: int | None = Field(None, ge=3)
-    system2_order: Literal["walk", "similarity"] = "walk"
+    system2_order: Literal["walk", "similarity"] = "similarity"
 
 
 class ContextSettings(Section):

@@ -13,6 +13,10 @@ Then, per ``scorer``:
   walk order: selected nodes first, then their neighbours, facts and episodes in expansion order), so an item
   both routes found rises and System-2's picks are interleaved with System-1's best instead of trailing them.
 
+``system2_order``: ``walk`` hands System-2's lists over as the walk produced them; ``similarity`` first puts them
+in System-1's relevance order over just the items the walk reached (:meth:`mnemis.retrieve.system1.System1.rank_within`;
+needs ``system1``), which is what ``rrf_routes`` (and the ``max_pairs`` head) then ranks by.
+
 ``max_pairs`` (with ``reranker``): the reranker scores at most that many (question, item) pairs per question,
 shared among the types in proportion to their budgets; each type's list is first put in ``rrf_routes`` order,
 its head is scored and sorted, and the rest follows in that order. A causal LM scored as P("yes")
@@ -45,6 +49,7 @@ from mnemis.types import Hit, Question, RetrievedContext
 log = logging.getLogger(__name__)
 Mode = Literal["system1", "system2", "both"]
 Scorer = Literal["reranker", "rrf", "rrf_routes"]
+Order = Literal["walk", "similarity"]
 SCORERS = ("reranker", "rrf", "rrf_routes")
 FIELDS = ("episodes", "entities", "facts")
 
@@ -61,11 +66,13 @@ class Fuser:
         graph_factor: multiplier of ``k`` for the entity and fact budgets (2 in the paper).
         rrf_k: the constant of ``rrf_routes`` (and of the order ``max_pairs`` scores first).
         max_pairs: (``reranker``) most pairs scored per question; None = every pair (the paper).
+        system2_order: ``walk`` or ``similarity`` (System-2's lists in System-1's order before scoring).
+        system1: a :class:`~mnemis.retrieve.system1.System1` (its ``rank_within``); needed for ``similarity``.
     """
 
     def __init__(self, store: GraphStore, reranker: Reranker | None = None, *, k: int = 10,
                  mode: Mode = "both", scorer: Scorer = "reranker", graph_factor: int = 2, rrf_k: int = 60,
-                 max_pairs: int | None = None) -> None:
+                 max_pairs: int | None = None, system2_order: Order = "walk", system1=None) -> None:
         if mode not in ("system1", "system2", "both"):
             raise ValueError(f"unknown fusion mode {mode!r} (system1, system2, both)")
         if scorer not in SCORERS:
@@ -79,7 +86,10 @@ class Fuser:
         if max_pairs is not None and max_pairs < len(FIELDS):
             raise ValueError(f"fusion max_pairs must be at least {len(FIELDS)} (one per item type) or null, "
                              f"got {max_pairs}")
+        if system2_order not in ("walk", "similarity"):
+            raise ValueError(f"unknown system2_order {system2_order!r} (walk, similarity)")
         self.store, self.reranker = store, reranker
+        self.system2_order, self.system1 = system2_order, system1
         self.k, self.mode, self.scorer, self.graph_factor = k, mode, scorer, graph_factor
         self.rrf_k, self.max_pairs = rrf_k, max_pairs
 
@@ -104,6 +114,11 @@ class Fuser:
         s2 = None
         if system2 is not None:
             s2 = [r.context if isinstance(r, System2Result) else r for r in system2]
+            if self.system2_order == "similarity" and self.mode != "system1":
+                if self.system1 is None:
+                    raise ValueError("system2_order='similarity' needs System-1 (its rank_within) to order "
+                                     "System-2's lists: pass system1=")
+                s2 = self.system1.rank_within(questions, s2)  # new contexts: the walk's record keeps its order
         unions = [self._union(i, q, system1, s2) for i, q in enumerate(questions)]
         if self.scorer == "rrf_routes" or (self.scorer == "reranker" and self.max_pairs is not None):
             for i, ctx in enumerate(unions):

@@ -84,11 +84,6 @@ def run_retrieval(
         if llm is None:
             raise ValueError(f"fusion mode {mode!r} needs an llm for System-2 selection")
         s2 = System2(store, llm, cfg.system2.config()).select(questions)
-    routed = s2
-    if order_s2:  # System-2's lists in System-1's relevance order, restricted to what the walk reached
-        ranked = system1.rank_within(questions, [r.context for r in s2])
-        routed = [r.model_copy(update={"context": c}) for r, c in zip(s2, ranked)]
-    fusion = cfg.fusion.model_dump(exclude={"system2_order"})
-    contexts = Fuser(store, reranker, **fusion).fuse(questions, s1, routed)
+    contexts = Fuser(store, reranker, system1=system1, **cfg.fusion.model_dump()).fuse(questions, s1, s2)
     rendered = render_context(store, contexts, tokenizer=tokenizer, **cfg.context.model_dump())
     return RetrievalOutput(contexts=contexts, rendered=rendered, system1=s1, system2=s2)

@@ -79,3 +79,37 @@ def test_rrf_routes_counts_only_the_routes_the_mode_takes(store):
     assert [h.id for h in only1.episodes] == [EPS[0], EPS[1]]  # System-2's vote for EPS[1] is not counted
     [both] = Fuser(store, k=10, mode="both", scorer="rrf_routes", rrf_k=1).fuse([q], [s1], [s2])
     assert [h.id for h in both.episodes] == [EPS[1], EPS[0]]
+
+
+class _ReversingRanker:
+    """A stand-in for System-1's rank_within: reverses every list (and records the call)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def rank_within(self, questions, contexts):
+        self.calls += 1
+        out = [c.model_copy(deep=True) for c in contexts]
+        for c in out:
+            c.episodes = c.episodes[::-1]
+        return out
+
+
+def test_system2_order_similarity_hands_the_fusion_system1s_order_of_the_walk(store):
+    q = Q("yoga?")
+    s1 = s1_ctx(q, eps=[EPS[0], EPS[1]])
+    s2 = s2_ctx(q, eps=[EPS[3], EPS[2]])
+    ranker = _ReversingRanker()
+    [walk] = Fuser(store, k=10, scorer="rrf_routes", rrf_k=1).fuse([q], [s1], [s2])
+    [sim] = Fuser(store, k=10, scorer="rrf_routes", rrf_k=1, system2_order="similarity",
+                  system1=ranker).fuse([q], [s1], [s2])
+    assert ranker.calls == 1 and [h.id for h in s2.episodes] == [EPS[3], EPS[2]]  # the walk's record untouched
+    # System-2's first item now is EPS[2]: tied with System-1's first, after it (union order)
+    assert [h.id for h in walk.episodes] == [EPS[0], EPS[3], EPS[1], EPS[2]]
+    assert [h.id for h in sim.episodes] == [EPS[0], EPS[2], EPS[1], EPS[3]]
+    [only1] = Fuser(store, k=10, scorer="rrf_routes", mode="system1", system2_order="similarity").fuse([q], [s1], None)
+    assert [h.id for h in only1.episodes] == [EPS[0], EPS[1]]  # no System-2 list: nothing to order
+    with pytest.raises(ValueError, match="system1="):
+        Fuser(store, k=10, scorer="rrf_routes", system2_order="similarity").fuse([q], [s1], [s2])
+    with pytest.raises(ValueError, match="system2_order"):
+        Fuser(store, scorer="rrf_routes", system2_order="relevance")
