@@ -247,9 +247,10 @@ def run(variants: Sequence[str], experiment: str, slice_overrides: Sequence[str]
     if bench_replay.archive_path(out).is_file():
         import_archive(bench_replay.archive_path(out), cache)
     walls: dict[str, float | None] = {}
+    earlier = (json.loads(out.read_text()).get("wall_s") or {}) if out.is_file() else {}
     for v in variants:  # the JSON and the archive are rewritten after every variant: a stop keeps what finished
         if reuse_finished and (runs_dir / v / METRICS_FILE).is_file():
-            walls[v] = None  # finished in an earlier sitting of this run (its replies are in the cache)
+            walls[v] = earlier.get(v)  # finished in an earlier sitting (its replies are in the cache; its wall, if recorded)
         else:
             walls[v] = round(bench_replay.run_mode("paper", experiment, (runs_dir / v).resolve(),
                                          [f"paths.cache_dir={cache}", *slice_overrides, *VARIANTS[v], *overrides]), 1)

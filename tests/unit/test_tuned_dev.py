@@ -101,3 +101,11 @@ def test_a_small_run_of_two_variants_replays(td, tmp_path, locomo_path):
     assert tuned["status"] == "complete" and tuned["hierarchy_shape"]
     assert list(saved["against_paper"]) == ["tuned_rrf_vs_paper"]
     assert td.main(["--replay", "--out", str(out)]) == 0
+    # a later sitting that reuses both finished runs keeps the wall times their sitting measured
+    assert td.main(["--variants", "paper,tuned_rrf", "--runs-dir", str(tmp_path / "runs"), "--out", str(out),
+                    "--cache-dir", str(tmp_path / "cache"), "--reuse-finished", "--", *fake]) == 0
+    again = json.loads(out.read_text())
+    assert again["wall_s"] == saved["wall_s"] and all(w is not None for w in again["wall_s"].values())
+    from mnemis.testing.bench_replay import figures
+
+    assert figures(again) == figures(saved)
