@@ -187,54 +187,63 @@ class System1:
         """Each context's lists put in System-1's own order, the search restricted to the items already in them.
 
         Per query and item type, the listed items get their cosine and BM25 ranks against the query over the whole
-        group (the ranks :meth:`search` sees) and are ordered by the same weighted RRF of those ranks, so the order
-        is System-1's full ranking with every other item removed; no item is added or dropped. Items no index holds (categories, unembedded items with no
-        BM25 match) follow in their given order. Used to give System-2's walk-ordered lists a relevance order
-        before fusion (``retrieval.fusion.system2_order: similarity``). Returns new contexts (inputs untouched).
+        group (the ranks :meth:`search` sees, ``min_cosine`` included) and are ordered by the same weighted RRF of
+        those ranks, so the order is System-1's full ranking with every other item removed; no item is added or
+        dropped. Items no index holds (categories, unembedded items with no BM25 match) follow in their given
+        order. Used to give System-2's walk-ordered lists a relevance order before fusion
+        (``retrieval.fusion.system2_order: similarity``). Returns new contexts (inputs untouched).
         """
         if len(queries) != len(contexts):
             raise ValueError(f"{len(contexts)} contexts for {len(queries)} queries")
         parsed = self._parse(queries)
         out = [c.model_copy(deep=True) for c in contexts]
-        if not parsed:
-            return out
         for (qid, gid, _), c in zip(parsed, out):
             if c.group_id != gid:
                 raise ValueError(f"context of group {c.group_id!r} aligned with query {qid!r} of group {gid!r}")
+        if not parsed:
+            return out
         qvecs = None
         if self.use_vector:
             qvecs = np.asarray(self.embedder.encode([t for _, _, t in parsed], kind="query"), dtype=np.float32)
+        texts = [normalize_query(t) if self.query_normalize else t for _, _, t in parsed]
         weights = {name: w for name, w in self.weights.items() if name in ("cosine", "bm25")}
-        for n, ((_, gid, text), ctx) in enumerate(zip(parsed, out)):
+        by_group: dict[str, list[int]] = {}
+        for n, (_, gid, _) in enumerate(parsed):
+            by_group.setdefault(gid, []).append(n)
+        for gid, rows in by_group.items():
             for item in ROUTE_ITEMS["both"]:
-                hits = getattr(ctx, _FIELD[item])
-                if not hits:
+                rows_here = [r for r in rows if getattr(out[r], _FIELD[item])]
+                if not rows_here:
                     continue
                 idx = self.catalog.get(gid, item)
-                wanted = {h.id for h in hits}
-                named: dict[str, tuple[list[str], list[float]]] = {}
+                lists: list[dict[str, tuple[list[str], list[float]]]] = [{} for _ in rows_here]
                 if self.use_vector and idx.vector is not None and len(idx.vector):
-                    scores, ids = idx.vector.search(qvecs[n : n + 1], len(idx.vector))
-                    named["cosine"] = (list(ids[0]), [float(s) for s in scores[0]])
+                    # one query a time: a row's scores then do not depend on the batch it came in (a batched
+                    # product can differ in the last bit and reorder near-ties), so a replay ranks the same
+                    for slot, r in enumerate(rows_here):
+                        scores, ids = idx.vector.search(qvecs[r : r + 1], len(idx.vector))
+                        pairs = [(i, float(x)) for i, x in zip(ids[0], scores[0])
+                                 if self.min_cosine is None or x >= self.min_cosine]
+                        lists[slot]["cosine"] = ([i for i, _ in pairs], [x for _, x in pairs])
                 if self.use_bm25 and len(idx.bm25):
-                    _, ids = idx.bm25.search([normalize_query(text) if self.query_normalize else text], len(idx.bm25))
-                    bm = idx.bm25.scores(normalize_query(text) if self.query_normalize else text)
-                    pos = {i: j for j, i in enumerate(idx.bm25.ids)}
-                    named["bm25"] = (ids[0], [float(bm[pos[i]]) for i in ids[0]])
-                named = {k: v for k, v in named.items() if v[0]}
-                # ranks over the whole group (as search ranks them), then only the given items are kept
-                fused = rrf(named, k_rrf=self.rrf_k, weights={k: w for k, w in weights.items() if k in named})
-                by_id = {h.id: h for h in hits}
-                ranked = []
-                for i, s, p in zip(fused.ids, fused.scores, fused.parts):
-                    h = by_id.get(i)
-                    if h is None:
-                        continue
-                    h.scores.update({f"within_{k}": v for k, v in p.items()})
-                    h.scores["within_rrf"] = s
-                    ranked.append(h)
-                seen = {h.id for h in ranked}
-                setattr(ctx, _FIELD[item], ranked + [h for h in hits if h.id not in seen])
+                    scores, ids = idx.bm25.search([texts[r] for r in rows_here], len(idx.bm25))
+                    for slot, (s_row, i_row) in enumerate(zip(scores, ids)):
+                        lists[slot]["bm25"] = (list(i_row), [float(s) for s in s_row])
+                for r, named in zip(rows_here, lists):
+                    named = {k: v for k, v in named.items() if v[0]}
+                    # ranks over the whole group (as search ranks them), then only the given items are kept
+                    fused = rrf(named, k_rrf=self.rrf_k, weights={k: w for k, w in weights.items() if k in named})
+                    hits = getattr(out[r], _FIELD[item])
+                    by_id = {h.id: h for h in hits}
+                    ranked = []
+                    for i, s, parts in zip(fused.ids, fused.scores, fused.parts):
+                        h = by_id.get(i)
+                        if h is not None:
+                            h.scores.update({f"within_{k}": v for k, v in parts.items()})
+                            h.scores["within_rrf"] = s
+                            ranked.append(h)
+                    seen = {h.id for h in ranked}
+                    setattr(out[r], _FIELD[item], ranked + [h for h in hits if h.id not in seen])
         return out
 
     def pool(self, item: str) -> int:

@@ -302,13 +302,27 @@ def test_rank_within_orders_only_the_given_items_as_search_would(mem):
     assert [h.id for h in walk.episodes] == given  # input untouched
     got = [h.id for h in ranked.episodes]
     assert sorted(got) == sorted(given)
-    # the same order as the full search restricted to these items (the full ranking covers every turn here)
-    s1_all = System1(store, emb, k=30, pool_factor=100, cache_dir=None)
-    [full] = s1_all.search([q])
-    full_order = [h.id for h in full.episodes if h.id in set(given)]
-    assert got[: len(full_order)] == full_order and got != given
-    assert all("within_rrf" in h.scores for h in ranked.episodes[: len(full_order)])
+    # System-1's full ranking restricted to these items, recomputed here: the index's cosine and BM25 ranks over
+    # all 30 turns, fused by the weighted RRF (cosine 1, BM25 3, constant 10), then only the given turns kept
+    idx = s1.catalog.get("a", "episode")
+    _, vids = idx.vector.search(emb.encode([q.question], kind="query"), 30)
+    cos_rank = {i: r for r, i in enumerate(vids[0], 1)}
+    _, bids = idx.bm25.search([normalize_query(q.question)], 30)
+    bm_rank = {i: r for r, i in enumerate(bids[0], 1)}
+    score = {i: 1.0 / (10 + cos_rank[i]) + (3.0 / (10 + bm_rank[i]) if i in bm_rank else 0.0) for i in given}
+    want = sorted(given, key=lambda i: (-score[i], min(cos_rank[i], bm_rank.get(i, 99))))
+    assert got == want and got != given
+    assert [h.scores["within_rrf"] for h in ranked.episodes] == pytest.approx([score[i] for i in want])
     assert [h.id for h in ranked.entities] == ["a:e1", "a:cat1"]  # the category has no index: it follows
+    # a batch over two groups gives each context what it gets alone
+    q2 = Question(group_id="a", id="q2", question="pottery garden", answer="", category="1")
+    qb = Question(group_id="b", id="qb", question="camping", answer="", category="1")
+    walk_b = RetrievedContext(question_id="qb", group_id="b",
+                              episodes=[Hit(id=e.id, kind="episode", score=0.0) for e in store.episodes("b")][::-1])
+    batch = s1.rank_within([q, qb, q2], [walk, walk_b, walk])
+    alone = [s1.rank_within([x], [c])[0] for x, c in ((q, walk), (qb, walk_b), (q2, walk))]
+    assert [[h.id for h in c.episodes] for c in batch] == [[h.id for h in c.episodes] for c in alone]
+    assert [h.id for h in batch[0].episodes] != [h.id for h in batch[2].episodes]  # each query its own order
     with pytest.raises(ValueError, match="group"):
         s1.rank_within([q], [walk.model_copy(update={"group_id": "b"})])
     with pytest.raises(ValueError, match="contexts for"):
