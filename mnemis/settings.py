@@ -201,6 +201,7 @@ class FusionSettings(Section):
     rrf_k: int = Field(60, ge=0)
     max_pairs: int | None = Field(None, ge=3)
     system2_order: Literal["walk", "similarity"] = "similarity"
+    system2_weight: float = Field(0.925, ge=0)
 
 
 class ContextSettings(Section):
@@ -396,7 +397,7 @@ ModelNode = dict[str, Any]  # a `_target_` node; checked against its target's si
 class RunSettings(Section):
     """One run's settings: every top-level key of the composed config (an unknown one is an error)."""
 
-    command: Literal["build", "eval", "run", "report"]
+    command: Literal["build", "eval", "run", "retrieve", "report"]
     methods: list[str]
     seed: int
     seeds: list[int] | None

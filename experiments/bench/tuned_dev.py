@@ -16,6 +16,8 @@ Variants (``--variants``):
   names by the embedder (``hierarchy.assign_by=embedding``) instead of the model's placement reply.
 - ``embed_rrf_sim``: ``embed_rrf`` with System-2's lists first put in System-1's relevance order, the search
   restricted to the items the walk reached (``retrieval.fusion.system2_order=similarity``), instead of walk order.
+- ``embed_rrf_sim_w``: ``embed_rrf_sim`` with System-2's vote weighing 0.925 of System-1's
+  (``retrieval.fusion.system2_weight``, chosen on the dev slice by ``experiments/bench/fusion_weight_sweep.py``).
 
 Dev slices only (``--slice``): ``conv48`` (LoCoMo conv-48 sessions 1-2, 20 questions; its base graph is archived)
 or ``conv41`` (conv-41 sessions 1-2; its base graph is built on the first run, hours on 2 cores). conv-26 is the
@@ -85,6 +87,9 @@ VARIANTS: dict[str, list[str]] = {
     # rrf_routes with System-2's lists first put in System-1's relevance order (over what the walk reached)
     "embed_rrf_sim": [*TUNED_WALK, "hierarchy.assign_by=embedding", "retrieval.fusion.scorer=rrf_routes",
                       "retrieval.fusion.system2_order=similarity"],
+    # that, with System-2's vote weighing 0.925 of System-1's (chosen on the dev slice: fusion_weight_sweep.py)
+    "embed_rrf_sim_w": [*TUNED_WALK, "hierarchy.assign_by=embedding", "retrieval.fusion.scorer=rrf_routes",
+                        "retrieval.fusion.system2_order=similarity", "retrieval.fusion.system2_weight=0.925"],
 }
 # dev slices: experiment, overrides, the archive that seeds the cache (None: built on the first run)
 SLICES: dict[str, tuple[str, list[str], str | None]] = {

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-HYDRA_COMMANDS = ("build", "eval", "run", "report")
+HYDRA_COMMANDS = ("build", "eval", "run", "retrieve", "report")
 COMMANDS = (*HYDRA_COMMANDS, "merge", "compare", "data", "models", "doctor")
 USAGE = (
     "usage: mnemis <command> [key=value ...] [-m for a multirun sweep]\n"
@@ -22,6 +22,9 @@ USAGE = (
     "  build    ingest the dataset into a memory (store, base graph, hierarchy)\n"
     "  eval     retrieve, answer, judge and score on a built memory\n"
     "  run      doctor's checks, build (reused when present), then eval: the main job\n"
+    "  retrieve as run, but stops after retrieval: each question's context and each route's evidence recall\n"
+    "           (recall.json), no answer or judge model: tune retrieval cheaply, e.g. a sweep with\n"
+    "           optimized_metric=\"'recall.json#mnemis/fused.overall.direct'\"\n"
     "  report   regenerate the report of a run directory: mnemis report run_dir=runs/...\n"
     "  merge    combine shard run dirs: mnemis merge runs=[dir1,dir2,...] out=dir\n"
     "  compare  one table and plot across run dirs or a sweep: mnemis compare runs/multirun/<date>/<time>\n"
@@ -60,7 +63,7 @@ def _hydra_main() -> None:
         _pin_joblib_worker(cfg, HydraConfig.get())  # before anything touches CUDA
         if cfg.get("hub_offline"):
             os.environ["HF_HUB_OFFLINE"] = "1"
-        if cfg.command in ("run", "build") and cfg.get("preflight", True):
+        if cfg.command in ("run", "build", "retrieve") and cfg.get("preflight", True):
             _preflight(cfg, HydraConfig.get().launcher.get("_target_"))
         out = HydraConfig.get().runtime.output_dir
         if cfg.command != "report":

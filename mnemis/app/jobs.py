@@ -141,6 +141,8 @@ def require_built(settings: RunSettings, path: Path, methods: Sequence[str]) -> 
 def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = None,
              progress_dir: Path | None = None) -> dict[str, Any]:
     """Every configured method on the built memory: retrieve, answer, judge; then metrics and report.
+    ``mnemis retrieve`` (``settings.command``) stops after retrieval: the contexts, each route's evidence recall
+    (``recall.json``) and the explorer's graph, with no answer or judge model loaded.
 
     ``progress_dir``: where the resumable progress goes (default ``out``; a sharded job's node-local state,
     :mod:`mnemis.scale.node_state`). A sharded job also writes ``shard.json`` (what the shard must hold, for
@@ -153,7 +155,8 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
     data = load_configured_dataset(settings)
     methods = list(settings.methods)
     judge_cfg = settings.judge
-    judges = models.judges(judge_specs(judge_cfg))
+    answering = settings.command != "retrieve"
+    judges = models.judges(judge_specs(judge_cfg)) if answering else []
     answer_cfg = settings.answer
     seeds = run_seeds(settings.seed, settings.seeds, answer_cfg)
     questions = list(data.questions)
@@ -163,7 +166,7 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
     path = artifact_dir(settings) / settings.store.filename
     if settings.command == "eval":
         require_built(settings, path, methods)
-    own_tracker = tracker is None
+    own_tracker = tracker is None and answering
     if own_tracker:
         tracker = make_tracker(settings.tracker, dir=str(out))
         tracker.log_config(settings.model_dump(mode="json", exclude_unset=True))
@@ -189,7 +192,7 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
                 (out / name).write_text(text, encoding="utf-8")
             if got.recall_routes:
                 recall.update(route_recall(store, questions, got.recall_routes))
-            for seed in seeds:  # retrieval once; answering and judging once per seed
+            for seed in seeds if answering else ():  # retrieval once; answering and judging once per seed
                 evaluate_method(
                     method=method.name, questions=questions, contexts=got.texts, answer_llm=models.answer_llm,
                     judges=judges, run_dir=out, retrieved=got.retrieved, seed=seed, audit=audit,
@@ -208,6 +211,12 @@ def run_eval(settings: RunSettings, out: Path, models: Models, tracker: Any = No
     if recall:
         _write(out / RECALL_FILE, recall)
     _write(out / TIMINGS_FILE, timings)
+    if not answering:
+        if tracker is not None:
+            from mnemis.eval.tracking import flatten
+
+            tracker.log_metrics(flatten({"recall": recall}))
+        return {"recall": recall, "timings": timings, "recall_file": str(out / RECALL_FILE)}
     roles = roles_summary(settings)
     roles["answer_prompts"] = {m: answer_prompt_for(answer_cfg, m).key for m in methods}
     roles["seeds"] = seeds
@@ -255,6 +264,18 @@ def print_summary(result: dict[str, Any]) -> None:
         for w in warns:
             print(f"run health: {w}")
         print(f"report: {result['eval']['report']}" + (f" (run health: {len(warns)} warnings)" if warns else ""))
+    if "retrieve" in result:
+        _print_recall(result["retrieve"])
+
+
+def _print_recall(result: dict[str, Any]) -> None:
+    """``mnemis retrieve``'s summary: each route's evidence recall."""
+    for route, table in sorted(result["recall"].items()):
+        o = table.get("overall") or {}
+        if "direct" in o:
+            print(f"{route}: evidence recall {o['direct']:.4f} direct, {o['reachable']:.4f} reachable "
+                  f"on {o['n']} questions")
+    print(f"recall: {result['recall_file']}")
 
 
 def _headline(m: Any, lenient: dict[str, str] | None = None) -> str:
@@ -325,7 +346,7 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     if state is not None:  # caches and progress on node-local disk
         plain = to_plain(with_values(cfg, shard_paths(settings.scale, state)))
         settings = _settings(plain, command)
-    if command in ("eval", "run"):
+    if command in ("eval", "run", "retrieve"):
         check_roles(settings)  # before any model loads
     _check_local_disk(settings)
     _write(out / CONFIG_FILE, plain)
@@ -339,15 +360,17 @@ def run_command(cfg: Any, output_dir: str | Path) -> dict[str, Any]:
     tracker.log_config(plain)
     listener = watch_progress(tracker)
     try:
-        if command in ("build", "run"):
+        if command in ("build", "run", "retrieve"):
             result["build"] = run_build(settings, out, models if settings.llm is not None else None)
             if models.built("llm"):
                 log_ledger(tracker, "build", models.ledger())
-        if command in ("eval", "run"):
+        if command in ("eval", "run", "retrieve"):
             models.release_unused(ModelRoles.of(settings), "eval")  # the build's engines no evaluation role uses: their memory freed first
-            result["eval"] = run_eval(settings, out, models, tracker=tracker,
-                                      progress_dir=state.progress if state is not None else None)
+            result["retrieve" if command == "retrieve" else "eval"] = run_eval(
+                settings, out, models, tracker=tracker, progress_dir=state.progress if state is not None else None)
             log_ledger(tracker, "eval", models.ledger())
+            if command == "retrieve" and models.built("llm"):
+                models.ledger().save(out / LEDGER_FILE)  # the selection calls' tokens (finalize_run's, when answering)
         elif models.built("llm"):
             models.ledger().save(out / LEDGER_FILE)
         if state is not None:  # the shard's replies beside its results, for the merged replay archive

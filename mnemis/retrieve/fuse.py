@@ -12,6 +12,9 @@ Then, per ``scorer``:
   ``sum 1 / (rrf_k + rank)`` over the routes that returned it (rank from 1 in that route's list; System-2's in
   walk order: selected nodes first, then their neighbours, facts and episodes in expansion order), so an item
   both routes found rises and System-2's picks are interleaved with System-1's best instead of trailing them.
+  ``system2_weight`` scales System-2's term (``w / (rrf_k + rank)``): 1 weighs the routes alike; below 1 System-1's
+  order leads and the walk lifts what it reached by fewer places (0 = System-1's order, the walk only adding
+  items at the tail).
 
 ``system2_order``: ``walk`` hands System-2's lists over as the walk produced them; ``similarity`` first puts them
 in System-1's relevance order over just the items the walk reached (:meth:`mnemis.retrieve.system1.System1.rank_within`;
@@ -68,11 +71,14 @@ class Fuser:
         max_pairs: (``reranker``) most pairs scored per question; None = every pair (the paper).
         system2_order: ``walk`` or ``similarity`` (System-2's lists in System-1's order before scoring).
         system1: a :class:`~mnemis.retrieve.system1.System1` (its ``rank_within``); needed for ``similarity``.
+        system2_weight: weight of System-2's list in ``rrf_routes`` (and in the order ``max_pairs`` scores first);
+            System-1's weighs 1.
     """
 
     def __init__(self, store: GraphStore, reranker: Reranker | None = None, *, k: int = 10,
                  mode: Mode = "both", scorer: Scorer = "reranker", graph_factor: int = 2, rrf_k: int = 60,
-                 max_pairs: int | None = None, system2_order: Order = "walk", system1=None) -> None:
+                 max_pairs: int | None = None, system2_order: Order = "walk", system1=None,
+                 system2_weight: float = 1.0) -> None:
         if mode not in ("system1", "system2", "both"):
             raise ValueError(f"unknown fusion mode {mode!r} (system1, system2, both)")
         if scorer not in SCORERS:
@@ -86,12 +92,14 @@ class Fuser:
         if max_pairs is not None and max_pairs < len(FIELDS):
             raise ValueError(f"fusion max_pairs must be at least {len(FIELDS)} (one per item type) or null, "
                              f"got {max_pairs}")
+        if not system2_weight >= 0:  # (also refuses NaN)
+            raise ValueError(f"fusion system2_weight must be >= 0, got {system2_weight}")
         if system2_order not in ("walk", "similarity"):
             raise ValueError(f"unknown system2_order {system2_order!r} (walk, similarity)")
         self.store, self.reranker = store, reranker
         self.system2_order, self.system1 = system2_order, system1
         self.k, self.mode, self.scorer, self.graph_factor = k, mode, scorer, graph_factor
-        self.rrf_k, self.max_pairs = rrf_k, max_pairs
+        self.rrf_k, self.max_pairs, self.system2_weight = rrf_k, max_pairs, float(system2_weight)
 
     def budget(self, field: str) -> int:
         return self.k if field == "episodes" else self.graph_factor * self.k
@@ -122,8 +130,8 @@ class Fuser:
         unions = [self._union(i, q, system1, s2) for i, q in enumerate(questions)]
         if self.scorer == "rrf_routes" or (self.scorer == "reranker" and self.max_pairs is not None):
             for i, ctx in enumerate(unions):
-                self._route_rrf(ctx, self._routes(system1[i] if system1 is not None else None,
-                                                  s2[i] if s2 is not None else None))
+                c2 = s2[i] if s2 is not None else None
+                self._route_rrf(ctx, self._routes(system1[i] if system1 is not None else None, c2), c2)
         if self.scorer == "reranker":
             self._rerank(questions, unions)
         for ctx in unions:
@@ -168,14 +176,17 @@ class Fuser:
             routes.append(c2)
         return routes
 
-    def _route_rrf(self, ctx: RetrievedContext, routes: Sequence[RetrievedContext]) -> None:
+    def _route_rrf(self, ctx: RetrievedContext, routes: Sequence[RetrievedContext],
+                   system2: RetrievedContext | None) -> None:
         """Each list of ``ctx`` sorted by reciprocal-rank fusion over the routes' own lists (ties keep union
-        order); the fused score is recorded as ``rrf_routes``."""
+        order; System-2's list, ``system2``, weighs ``system2_weight``); the fused score is recorded as
+        ``rrf_routes``."""
         for f in FIELDS:
             fused: dict[str, float] = {}
             for route in routes:
+                weight = self.system2_weight if route is system2 else 1.0
                 for rank, h in enumerate(getattr(route, f), start=1):
-                    fused[h.id] = fused.get(h.id, 0.0) + 1.0 / (self.rrf_k + rank)
+                    fused[h.id] = fused.get(h.id, 0.0) + weight / (self.rrf_k + rank)
             lst = getattr(ctx, f)
             for h in lst:
                 h.scores["rrf_routes"] = fused.get(h.id, 0.0)

@@ -43,14 +43,15 @@ def paper_cap_overrides(caps: str) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ running
 def run_mode(mode: str, experiment: str, run_dir: Path, overrides: Sequence[str],
-             stderr_path: Path | None = None) -> float:
+             stderr_path: Path | None = None, command: str = "run") -> float:
     """``mnemis run experiment=... mode=...`` into ``run_dir``; returns its wall seconds. ``stderr_path``: the
-    run's standard error goes to that file (a replay reads why it stopped there)."""
+    run's standard error goes to that file (a replay reads why it stopped there). ``command``: ``retrieve`` stops
+    after retrieval."""
     if mode == "paper" and not any(o.lstrip("+").startswith("judge_llms.paper") for o in overrides):
         # the paper judged with GPT-4.1-mini, which this machine cannot reach: judge with the model under test
         # (as the tuned mode does), so the two modes differ only in the method
         overrides = [*overrides, "judge_llms.paper=${llm}"]
-    cmd = [sys.executable, "-m", "mnemis.app.cli", "run", f"experiment={experiment}", f"mode={mode}",
+    cmd = [sys.executable, "-m", "mnemis.app.cli", command, f"experiment={experiment}", f"mode={mode}",
            f"hydra.run.dir={run_dir}", *overrides]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline",
            "WANDB_ERROR_REPORTING": "false"}

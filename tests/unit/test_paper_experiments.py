@@ -126,7 +126,7 @@ def readme_commands() -> list[list[str]]:
 
 def test_readme_commands_compose():
     jobs = readme_commands()
-    assert len(jobs) == 4 + 2 + 6 + 20 + 3 + 4 + 24  # tables 1, 2, 4, 9, 5, 6, ablations (23 overlays + mode=tuned)
+    assert len(jobs) == 4 + 2 + 6 + 20 + 3 + 4 + 25  # tables 1, 2, 4, 9, 5, 6, ablations (24 overlays + mode=tuned)
     for overrides in jobs:
         cfg = _cfg(overrides)
         exp = next(o.split("=")[1] for o in overrides if o.startswith("experiment="))

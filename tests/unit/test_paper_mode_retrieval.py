@@ -25,7 +25,8 @@ PAPER_EXPERIMENTS = ["paper_locomo_k10", "paper_locomo_k30", "paper_locomo_basel
                      "paper_lme_s"]
 RETRIEVAL_ABLATIONS = ["s1_bm25_text", "s1_query", "s1_rrf", "s2_caps", "s2_entity_round", "s2_prompt_split",
                        "s2_first_pick", "s2_every_pick", "s2_prompt_form", "context_day_dates", "s2_window_pages",
-                       "fusion_rrf_routes", "fusion_s2_similarity"]
+                       "fusion_rrf_routes", "fusion_s2_similarity",
+                       "fusion_s2_weight"]
 OTHER_ABLATIONS = ["ingest_summaries_end", "hierarchy_parallel", "answer_terse", "ingest_prompt_limits",
                    "hierarchy_prompt", "hierarchy_min_assignments", "ingest_builder_mnemis", "hierarchy_dissolve_single",
                    "hierarchy_two_step", "hierarchy_top_width"]

@@ -36,9 +36,13 @@ def test_variants_change_only_the_hierarchy_the_walk_and_the_fusion(td):
     placed = {n: plain_config(["experiment=cpu_heldout", "mode=paper", *o])["hierarchy"]["assign_by"]
               for n, o in td.VARIANTS.items()}
     assert {n for n, a in placed.items() if a == "embedding" and n != "paper"} == {"embed_rerank", "embed_rrf",
-                                                                                   "embed_yes", "embed_rrf_sim"}
+                                                                                   "embed_yes", "embed_rrf_sim",
+                                                                                   "embed_rrf_sim_w"}
     assert fusion["embed_yes"]["max_pairs"] == td.PAIRS
-    assert {n for n, f in fusion.items() if f["system2_order"] == "similarity"} == {"embed_rrf_sim"}
+    assert {n for n, f in fusion.items() if f["system2_order"] == "similarity"} == {"embed_rrf_sim", "embed_rrf_sim_w"}
+    # paper mode pins the routes' equal weight; only the weighted variant departs from it
+    assert {n for n, f in fusion.items() if f["system2_weight"] != 1.0} == {"embed_rrf_sim_w"}
+    assert fusion["embed_rrf_sim_w"]["system2_weight"] == 0.925
 
 
 def test_dev_slices_exclude_the_test_conversation(td):

@@ -113,3 +113,25 @@ def test_system2_order_similarity_hands_the_fusion_system1s_order_of_the_walk(st
         Fuser(store, k=10, scorer="rrf_routes", system2_order="similarity").fuse([q], [s1], [s2])
     with pytest.raises(ValueError, match="system2_order"):
         Fuser(store, scorer="rrf_routes", system2_order="relevance")
+
+
+def test_system2_weight_scales_the_walks_vote_in_rrf_routes(store):
+    q = Q("yoga?")
+    s1 = s1_ctx(q, eps=[EPS[0], EPS[1], EPS[2]])
+    s2 = s2_ctx(q, eps=[EPS[2], EPS[3]])
+    order = lambda w: [h.id for h in Fuser(store, k=10, scorer="rrf_routes", rrf_k=1,  # noqa: E731
+                                           system2_weight=w).fuse([q], [s1], [s2])[0].episodes]
+    # weight 1: EPS[2] 1/4 + 1/2 leads; EPS[0] 1/2; EPS[3] 1/3 ties EPS[1] 1/3 (union order: System-1's first)
+    assert order(1.0) == [EPS[2], EPS[0], EPS[1], EPS[3]]
+    # weight 0.5: EPS[2] 1/4 + 1/4 = EPS[0]'s 1/2 (union order keeps EPS[0] first); EPS[3] 1/6 falls behind EPS[1]
+    assert order(0.5) == [EPS[0], EPS[2], EPS[1], EPS[3]]
+    # weight 0: System-1's order, the walk's own find at the tail
+    assert order(0.0) == [EPS[0], EPS[1], EPS[2], EPS[3]]
+    [fused] = Fuser(store, k=10, scorer="rrf_routes", rrf_k=1, system2_weight=0.5).fuse([q], [s1], [s2])
+    assert fused.episodes[1].scores["rrf_routes"] == pytest.approx(1 / 4 + 0.5 / 2)
+    with pytest.raises(ValueError, match="system2_weight must be >= 0"):
+        Fuser(store, scorer="rrf_routes", system2_weight=-0.1)
+    from mnemis.settings import FusionSettings
+
+    cfg = plain_config(["retrieval.fusion.system2_weight=0.25"])
+    assert FusionSettings(**cfg["retrieval"]["fusion"]).system2_weight == 0.25
