@@ -13,6 +13,9 @@ ties, the largest (the least departure from weighing the routes alike). Tune on 
     python experiments/bench/fusion_weight_sweep.py --weights 0,0.5,1 --variant embed_rrf
     python experiments/bench/fusion_weight_sweep.py --from experiments/results/tuned_conv26.json \\
         --weights 0.5 --out experiments/results/fusion_weight_conv26.json   # the chosen weight on the test
+    python experiments/bench/fusion_weight_sweep.py --weights 0.925 --out experiments/results/fusion_yes_dev.json \\
+        -- reranker=qwen25_coder_1_5b_cpu retrieval.fusion.scorer=reranker retrieval.fusion.max_pairs=100
+                                                    # a scorer on top: overrides after -- (this one loads the 1.5B)
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def choose(points: dict[float, dict[str, Any]]) -> float:
 
 
 def sweep(source: Path, variant: str, weights: Sequence[float], out: Path, work: Path,
-          note: str | None = None) -> dict[str, Any]:
+          note: str | None = None, extra: Sequence[str] = ()) -> dict[str, Any]:
     from mnemis.models.cache_archive import import_archive
 
     saved = json.loads(source.read_text())
@@ -73,7 +76,7 @@ def sweep(source: Path, variant: str, weights: Sequence[float], out: Path, work:
         bench_replay.run_mode("paper", saved["experiment"], run_dir,
                               [f"paths.cache_dir={work / 'cache'}", f"paths.artifacts_dir={work / 'artifacts'}",
                                "cache_mode=replay_only", *saved.get("overrides", []), *variant_overrides,
-                               f"retrieval.fusion.system2_weight={w}"], command="retrieve")
+                               f"retrieval.fusion.system2_weight={w}", *extra], command="retrieve")
         walls[f"{w:g}"] = round(time.perf_counter() - t0, 1)
         points[w] = sweep_point(run_dir)
     chosen = choose(points)
@@ -86,9 +89,10 @@ def sweep(source: Path, variant: str, weights: Sequence[float], out: Path, work:
                  f"reciprocal-rank fusion (retrieval.fusion.system2_weight), variant {variant} of {src}, "
                  "retrieval replayed from its archive (mnemis retrieve, cache_mode=replay_only: no model)"),
         "command": "python experiments/bench/fusion_weight_sweep.py " + " ".join(
-            [f"--from {src}", f"--variant {variant}", "--weights " + ",".join(f"{w:g}" for w in weights)]),
+            [f"--from {src}", f"--variant {variant}", "--weights " + ",".join(f"{w:g}" for w in weights),
+             *(["--", *extra] if extra else [])]),
         "source": src, "variant": variant, "experiment": saved["experiment"],
-        "overrides": [*saved.get("overrides", []), *variant_overrides],
+        "overrides": [*saved.get("overrides", []), *variant_overrides, *extra],
         "rule": "highest fused direct recall; among ties the largest weight (fixed before the sweep)",
         "weights": {f"{w:g}": p for w, p in points.items()},
         "chosen": chosen,
@@ -106,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "fusion_weight_dev.json")
     ap.add_argument("--work", type=Path, help="where the replayed runs go (default a new temporary folder)")
     ap.add_argument("--note", help="a sentence kept in the JSON (e.g. how the grid was chosen)")
+    ap.add_argument("extra", nargs="*", help="hydra overrides after --, added to every weight's run")
     args = ap.parse_args(argv)
     try:
         weights = [float(w) for w in args.weights.split(",") if w.strip()]
@@ -114,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not weights or any(not w >= 0 for w in weights):
         ap.error(f"--weights {args.weights!r}: at least one weight, each >= 0")
     work = args.work or Path(tempfile.mkdtemp(prefix="fusion_weight_sweep_"))
-    result = sweep(args.source, args.variant, weights, args.out, work, args.note)
+    result = sweep(args.source, args.variant, weights, args.out, work, args.note, args.extra)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for w, p in result["weights"].items():
