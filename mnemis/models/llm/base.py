@@ -93,6 +93,8 @@ class LLMResult(BaseModel):
     retries: int = 0
     truncated: bool = Field(False, description="the reply stopped at max_tokens")
     salvaged: bool = Field(False, description="parsed holds only the complete items of a broken reply")
+    over_limit: bool = Field(False, description="refused as over the served model's completion cap or window: "
+                                                "no reply")
 
     @property
     def ok(self) -> bool:

@@ -18,9 +18,12 @@ Reply budgets: before anything else each request's ``max_tokens`` (and, under ``
 schema) is set by :func:`mnemis.models.llm.budget.plan`, so a schema-valid reply is never cut off.
 Model limits: at send time each request's budget is kept within the served model's completion cap and window
 less its prompt (:mod:`mnemis.models.llm.limits`); a lowered budget is counted as ``clamped`` per stage, a request
-the server refused as over a limit as ``over_limit`` (never re-asked, never cached), and a schema request the
+the server refused as over a limit as ``over_limit`` (never re-asked in the run), and a schema request the
 backend decoded without its schema as ``unconstrained``. The cache key is the request before that clamp, so a
-replay needs neither the server nor its limits.
+replay needs neither the server nor its limits. A refusal is stored as a refusal (finish reason
+:data:`OVER_LIMIT`, no reply): ``replay_only`` serves it, counted ``over_limit`` as the run counted it, so a replay
+without the served model reproduces the run's limits warnings; a ``readwrite`` run asks it again, since the model it
+serves now may have other limits.
 Salvage: a reply cut at ``max_tokens`` that has complete items is not re-asked (the same budget would cut
 it again); it and any reply still invalid after the retries keep their complete items (:mod:`mnemis.models.llm.salvage`),
 counted as ``truncated`` / ``salvaged`` in the ledger.
@@ -51,6 +54,7 @@ from mnemis.models.llm.replies import MAX_ERR_CHARS, parse_reply  # noqa: F401  
 from mnemis.models.llm.salvage import salvage
 
 log = logging.getLogger(__name__)
+OVER_LIMIT = "over_limit"  # the finish reason a stored refusal carries (no reply was made)
 LEGACY_ENGINE_ERROR = "backend error: "  # how caches written before engine failures stopped a run mark them
 RETRY_INSTRUCTION = (
     "Your previous reply could not be used: {error}\n"
@@ -199,8 +203,11 @@ class LLM:
                     to_store.append((keys[a.index], self.model_id, req.stage, CachedReply(
                         comp.text, comp.prompt_tokens, comp.completion_tokens, finish_reason=comp.finish_reason)))
                 continue
-            if comp.over_limit:  # the same request would be refused again; a server's limit is no reply to keep
-                results[a.index] = LLMResult(error=a.last_err or comp.error, retries=a.attempts)
+            if comp.over_limit:  # the same request would be refused again: stored as a refusal, not as a reply
+                results[a.index] = LLMResult(error=a.last_err or comp.error, retries=a.attempts, over_limit=True)
+                if self.cache is not None:
+                    to_store.append((keys[a.index], self.model_id, req.stage, CachedReply(
+                        "", 0, 0, error=a.last_err or comp.error, finish_reason=OVER_LIMIT, retries=a.attempts)))
                 continue
             if not last and not comp.refused:  # (a cut reply with nothing complete to keep is re-asked)
                 a.attempts += 1
@@ -281,6 +288,8 @@ class LLM:
         """The stored outcome as a result, or None when it must be (re-)asked."""
         common = {"text": hit.text, "prompt_tokens": hit.prompt_tokens, "completion_tokens": hit.completion_tokens,
                   "cached": True, "retries": hit.retries, "truncated": hit.finish_reason == "length"}
+        if hit.finish_reason == OVER_LIMIT:  # a refusal: replayed as one, asked again by a live run
+            return LLMResult(error=hit.error, over_limit=True, **common) if self.cache_mode == "replay_only" else None
         if hit.error is not None:
             if self.cache_mode != "replay_only" and (self.retry_failed or hit.error.startswith(LEGACY_ENGINE_ERROR)):
                 return None  # (an engine failure an older version stored is asked again; a replay reproduces it)
@@ -358,6 +367,7 @@ class LLM:
             d["truncated"] += int(bool(res and res.truncated))
             d["salvaged"] += int(bool(res and res.salvaged))
             d["clamped_cut"] += int(bool(res and res.truncated and not res.cached and i in tally.clamped))
+            d["over_limit"] += int(bool(res and res.cached and res.over_limit))  # a replayed refusal
         n = len(requests)
         for stage, d in per_stage.items():
             self.ledger.record(
@@ -368,7 +378,7 @@ class LLM:
                 prompt_tokens=tally.tokens[(stage, "prompt")], completion_tokens=tally.tokens[(stage, "completion")],
                 wall_s=wall * d["calls"] / n, batches=1,
                 clamped=tally.tokens[(stage, "clamped")], clamped_cut=d["clamped_cut"],
-                over_limit=tally.tokens[(stage, "over_limit")], unconstrained=tally.tokens[(stage, "unconstrained")],
+                over_limit=tally.tokens[(stage, "over_limit")] + d["over_limit"], unconstrained=tally.tokens[(stage, "unconstrained")],
             )
 
 

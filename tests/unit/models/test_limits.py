@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from mnemis.models.cache import request_key
 from mnemis.models.llm.base import Sampling
 from mnemis.models.llm.client import LLM
 from mnemis.models.llm.limits import (
@@ -188,3 +189,27 @@ def test_auto_budget_above_the_cap_is_clamped_and_a_cut_reply_counted():
     assert res.salvaged and res.truncated and len(res.parsed.facts) == 1  # the complete item kept
     st = llm.ledger.stage("extract")
     assert (st.clamped, st.clamped_cut, st.over_limit) == (1, 1, 0)
+
+
+def test_a_refusal_is_stored_as_one_replayed_as_one_and_asked_again_live(tmp_path):
+    """A prompt refused for the window is stored as a refusal (no reply): a replay without the served model serves
+    it and counts it over the limit as the live run did (so the run's limits warning replays); a live run asks it
+    again, since the model it serves may have a larger window."""
+    from mnemis.models.llm.client import OVER_LIMIT
+
+    long = make_request(0, max_tokens=10).model_copy(update={"messages": [{"role": "user", "content": "x " * 40}]})
+    live = LLM(SchemaFakeBackend(max_model_len=50), cache_dir=tmp_path, max_retries=2)
+    (res,) = live.generate([long])
+    assert res.over_limit and live.ledger.stage("extract").over_limit == 1
+    (stored,) = live.cache.get_many([request_key(live.model_id, long)]).values()
+    assert stored.finish_reason == OVER_LIMIT and stored.text == "" and "no room for a reply" in stored.error
+    replay = LLM(SchemaFakeBackend(), cache_dir=tmp_path, cache_mode="replay_only")  # no limits known
+    (again,) = replay.generate([long])
+    assert again.cached and again.over_limit and not again.ok and again.error == res.error
+    st = replay.ledger.stage("extract")
+    assert (st.over_limit, st.failures, st.cache_hits) == (1, 1, 1)
+    wider = SchemaFakeBackend(max_model_len=4096)  # a live run on a wider window asks again, and gets a reply
+    (answered,) = LLM(wider, cache_dir=tmp_path).generate([long])
+    assert answered.ok and len(wider.batches) == 1
+    (kept,) = LLM(SchemaFakeBackend(), cache_dir=tmp_path, cache_mode="replay_only").generate([long])
+    assert kept.ok and not kept.over_limit  # the reply replaced the refusal
