@@ -243,7 +243,7 @@ def _repo_path(path: Path) -> str:
 
 def run(variants: Sequence[str], experiment: str, slice_overrides: Sequence[str], seed_from: str | None,
         runs_dir: Path, out: Path, cache: Path, overrides: Sequence[str], *, archive: bool, command: str,
-        reuse_finished: bool = False) -> int:
+        reuse_finished: bool = False, note: str | None = None) -> int:
     from mnemis.models.cache_archive import export_archive, import_archive
 
     for src in [RESULTS / f"{seed_from}.json"] if seed_from else []:
@@ -261,7 +261,7 @@ def run(variants: Sequence[str], experiment: str, slice_overrides: Sequence[str]
                                          [f"paths.cache_dir={cache}", *slice_overrides, *VARIANTS[v], *overrides]), 1)
         done = list(walls)
         result = {**report(runs_dir, done, command, experiment), "overrides": [*slice_overrides, *overrides],
-                  "wall_s": walls, "host": bench_replay.host()}
+                  "wall_s": walls, "host": bench_replay.host(), **({"note": note} if note else {})}
         if done != list(variants):
             result["status"] = "partial"
             result["pending_variants"] = [x for x in variants if x not in walls]
@@ -315,6 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--summarize", action="store_true", help="only re-read the run directories of --runs-dir")
     ap.add_argument("--reply-caps", choices=("cpu", "none"), default="cpu",
                     help="completion caps of the base-graph and selection stages, as the archived runs used")
+    ap.add_argument("--note", help="a sentence for the reader kept in the JSON (e.g. which sitting ran what)")
     ap.add_argument("overrides", nargs="*", help="hydra overrides after --")
     args = ap.parse_args(argv)
     if args.conv26:
@@ -345,7 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = [*base_overrides(args.reply_caps, select_cap=not args.conv26), *args.overrides]
     if args.summarize:
         result = {**report(runs_dir, variants, command + " (re-summarised)", experiment),
-                  "overrides": [*slice_overrides, *overrides], "host": bench_replay.host()}
+                  "overrides": [*slice_overrides, *overrides], "host": bench_replay.host(),
+                  **({"note": args.note} if args.note else {})}
         if out.is_file():  # what only the run knew: its wall times and the archive it wrote
             saved = json.loads(out.read_text())
             result.update({k: saved[k] for k in ("wall_s", "cache_archive", "pending_variants") if k in saved})
@@ -357,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     cache = (args.cache_dir or REPO / ".cache" / f"mnemis_{name}").resolve()
     return run(variants, experiment, slice_overrides, seed_from, runs_dir, out, cache, overrides,
-               archive=not args.no_archive, command=command, reuse_finished=args.reuse_finished)
+               archive=not args.no_archive, command=command, reuse_finished=args.reuse_finished, note=args.note)
 
 
 if __name__ == "__main__":
