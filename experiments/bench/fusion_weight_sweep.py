@@ -12,7 +12,7 @@ ties, the largest (the least departure from weighing the routes alike). Tune on 
     python experiments/bench/fusion_weight_sweep.py                      # tuned_dev.json's embed_rrf_sim, the dev slice
     python experiments/bench/fusion_weight_sweep.py --weights 0,0.5,1 --variant embed_rrf
     python experiments/bench/fusion_weight_sweep.py --from experiments/results/tuned_conv26.json \\
-        --weights 0.5 --out experiments/results/fusion_weight_conv26.json   # the chosen weight on the test
+        --weights 0.925 --out /tmp/conv26_recall.json   # recall of the chosen weight on the test (after choosing)
     python experiments/bench/fusion_weight_sweep.py --weights 0.925 --out experiments/results/fusion_yes_dev.json \\
         -- reranker=qwen25_coder_1_5b_cpu retrieval.fusion.scorer=reranker retrieval.fusion.max_pairs=100
                                                     # a scorer on top: overrides after -- (this one loads the 1.5B)

@@ -44,9 +44,9 @@ def paper_cap_overrides(caps: str) -> list[str]:
 # ------------------------------------------------------------------------------------------ running
 def run_mode(mode: str, experiment: str, run_dir: Path, overrides: Sequence[str],
              stderr_path: Path | None = None, command: str = "run") -> float:
-    """``mnemis run experiment=... mode=...`` into ``run_dir``; returns its wall seconds. ``stderr_path``: the
-    run's standard error goes to that file (a replay reads why it stopped there). ``command``: ``retrieve`` stops
-    after retrieval."""
+    """``mnemis <command> experiment=... mode=...`` into ``run_dir``; returns its wall seconds. ``command``: ``run``
+    (default) or ``retrieve`` (stops after retrieval). ``stderr_path``: the run's standard error goes to that file
+    (a replay reads why it stopped there)."""
     if mode == "paper" and not any(o.lstrip("+").startswith("judge_llms.paper") for o in overrides):
         # the paper judged with GPT-4.1-mini, which this machine cannot reach: judge with the model under test
         # (as the tuned mode does), so the two modes differ only in the method
